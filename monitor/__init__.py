@@ -1,0 +1,3 @@
+"""Kafka monitoring and consumer-lag evaluation service."""
+
+__version__ = "0.1.0"

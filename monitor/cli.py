@@ -1,0 +1,83 @@
+"""The ``kafka-monitor`` command line.
+
+``check-config FILE`` validates a configuration and prints it as the service will use it;
+``run --config FILE`` starts the service; ``demo`` runs a local Kafka with a demo workload and
+the service watching it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from monitor import __version__
+from monitor.config import ConfigError, effective_config, load_config
+from monitor.logs import setup_logging
+
+EXIT_CONFIG = 2
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    config = load_config(args.file)
+    print(f"# {args.file}: valid; effective configuration (defaults filled, secrets masked)")
+    print(yaml.safe_dump(effective_config(config), sort_keys=False), end="")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from monitor.service import run
+
+    config = load_config(args.config)
+    setup_logging(config.logging.level, args.log_format or config.logging.format)
+    return run(config)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from monitor.demo import run_demo
+
+    return run_demo(port=args.port, brokers=args.brokers, status_every=args.status_every)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kafka-monitor",
+        description="Kafka consumer-lag evaluation, broker health and canary probes.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = commands.add_parser("check-config", help="validate a configuration file")
+    check.add_argument("file", type=Path)
+    check.set_defaults(func=_check_config)
+
+    run = commands.add_parser("run", help="run the service")
+    run.add_argument("--config", "-c", type=Path, required=True)
+    run.add_argument("--log-format", choices=["json", "text"], help="override logging.format")
+    run.set_defaults(func=_run)
+
+    demo = commands.add_parser(
+        "demo", help="start a local Kafka with a demo workload and monitor it (Ctrl-C stops)"
+    )
+    demo.add_argument("--port", type=int, default=8000, help="HTTP port (0: any free port)")
+    demo.add_argument("--brokers", type=int, default=1, choices=[1, 3])
+    demo.add_argument(
+        "--status-every", type=float, default=10.0, help="seconds between workload lines"
+    )
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"invalid configuration:\n{exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,459 @@
+"""The service's configuration: one pydantic model tree, loaded from a YAML or TOML file.
+
+Everything the service does is decided here, validated once at start-up. Errors name the file,
+the key path (``clusters[0].sasl.password``) and the reason, so an operator can fix a broken
+file without reading code. Secrets are never written in the file itself if the operator does
+not want to: any secret field takes ``{env: NAME}`` or ``{file: PATH}`` instead of a literal,
+and is held as a ``SecretStr`` that prints masked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import socket
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+# --------------------------------------------------------------------------------------------
+# Field types
+# --------------------------------------------------------------------------------------------
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+
+
+def parse_duration(value: Any) -> float:
+    """Durations are written as operators write them (``500ms``, ``10s``, ``5m``, ``7d``) or as
+    plain numbers of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 10s, 5m or 7d")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION_RE.match(value)):
+        seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
+    else:
+        raise ValueError(f"expected a duration such as 10s, 5m or 7d, got {value!r}")
+    if seconds <= 0:
+        raise ValueError("a duration must be greater than zero")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Inverse of :func:`parse_duration`, choosing the largest unit that divides exactly."""
+    for unit in ("d", "h", "m", "s"):
+        size = _DURATION_UNITS[unit]
+        if seconds >= size and (seconds / size).is_integer():
+            return f"{int(seconds / size)}{unit}"
+    return f"{round(seconds * 1000, 3):g}ms"
+
+
+Duration = Annotated[
+    float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)
+]
+
+
+def resolve_secret(value: Any) -> SecretStr:
+    """A secret is a literal string, ``{env: NAME}`` or ``{file: PATH}`` (trailing newline
+    stripped, as written by Kubernetes secret mounts and ``echo``)."""
+    if isinstance(value, SecretStr):
+        return value
+    if isinstance(value, str):
+        return SecretStr(value)
+    if isinstance(value, dict) and len(value) == 1:
+        ((kind, ref),) = value.items()
+        if kind == "env" and isinstance(ref, str):
+            if ref not in os.environ:
+                raise ValueError(f"environment variable {ref} is not set")
+            return SecretStr(os.environ[ref])
+        if kind == "file" and isinstance(ref, str):
+            try:
+                return SecretStr(Path(ref).read_text().rstrip("\n"))
+            except OSError as exc:
+                raise ValueError(f"cannot read secret file {ref}: {exc.strerror}") from None
+    raise ValueError("a secret is a string, {env: VARIABLE} or {file: PATH}")
+
+
+Secret = Annotated[
+    SecretStr,
+    BeforeValidator(resolve_secret),
+    PlainSerializer(lambda s: "**********" if s else None, return_type=str | None),
+]
+
+
+def _compile_regex(value: Any) -> re.Pattern[str]:
+    if isinstance(value, re.Pattern):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("expected a regular expression string")
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+
+
+Regex = Annotated[
+    re.Pattern[str],
+    BeforeValidator(_compile_regex),
+    PlainSerializer(lambda p: p.pattern, return_type=str),
+]
+
+_HOST_PORT_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+class _Model(BaseModel):
+    """Unknown keys are errors: a typo must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Clusters
+# --------------------------------------------------------------------------------------------
+
+
+class SaslConfig(_Model):
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"] = (
+        "PLAIN"
+    )
+    username: str | None = None
+    password: Secret | None = None
+
+    @model_validator(mode="after")
+    def _credentials(self) -> SaslConfig:
+        if self.mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (
+            self.username and self.password
+        ):
+            raise ValueError(f"SASL mechanism {self.mechanism} needs username and password")
+        return self
+
+
+class TlsConfig(_Model):
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    key_password: Secret | None = None
+    verify_hostname: bool = True
+
+    @field_validator("ca_file", "cert_file", "key_file")
+    @classmethod
+    def _exists(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"file not found: {path}")
+        return path
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (client certificate)")
+        return self
+
+
+class JmxEndpoint(_Model):
+    """Where one broker's JMX agent listens. Brokers are named by their Kafka broker id so that
+    JMX and metadata findings about the same broker can be joined."""
+
+    broker_id: int = Field(ge=0)
+    host: str = Field(min_length=1)
+    port: int = Field(ge=1, le=65535)
+    username: str | None = None
+    password: Secret | None = None
+    tls: bool = False
+
+    @property
+    def service_url(self) -> str:
+        return f"service:jmx:rmi:///jndi/rmi://{self.host}:{self.port}/jmxrmi"
+
+
+class NameFilter(_Model):
+    """Allow/deny regular expressions (``re.search``). An empty allow list allows everything;
+    deny wins over allow."""
+
+    allow: list[Regex] = Field(default_factory=list)
+    deny: list[Regex] = Field(default_factory=list)
+
+    def matches(self, name: str) -> bool:
+        if any(p.search(name) for p in self.deny):
+            return False
+        return not self.allow or any(p.search(name) for p in self.allow)
+
+
+class OffsetsTopicConfig(_Model):
+    topic: str = "__consumer_offsets"
+    start: Literal["earliest", "latest"] = Field(
+        default="earliest",
+        description="earliest rebuilds full history (slower start); latest only sees new commits",
+    )
+
+
+class ClusterConfig(_Model):
+    name: str = Field(pattern=_NAME_RE, max_length=200)
+    bootstrap_servers: list[str] = Field(min_length=1)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl: SaslConfig | None = None
+    tls: TlsConfig | None = None
+    broker_version_fallback: str | None = Field(
+        default=None,
+        pattern=r"^\d+\.\d+(\.\d+){0,2}$",
+        description="for brokers older than 0.10 (no ApiVersions request), e.g. 0.9.0.1",
+    )
+    client_properties: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="extra librdkafka properties, applied last"
+    )
+    request_timeout: Duration = 10.0
+    jmx: list[JmxEndpoint] = Field(default_factory=list)
+    offsets_source: Literal["admin", "offsets_topic", "both"] = "admin"
+    offsets_topic: OffsetsTopicConfig = Field(default_factory=OffsetsTopicConfig)
+    groups: NameFilter = Field(default_factory=NameFilter)
+    topics: NameFilter = Field(
+        default_factory=lambda: NameFilter(deny=[re.compile(r"^__")]),
+        description="default: every topic except internal ones (names starting with __)",
+    )
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [s.strip() for s in value.split(",") if s.strip()]
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_port(cls, servers: list[str]) -> list[str]:
+        for server in servers:
+            m = _HOST_PORT_RE.match(server)
+            if not m or not 1 <= int(m.group(2)) <= 65535:
+                raise ValueError(f"expected host:port, got {server!r}")
+        return servers
+
+    @field_validator("client_properties")
+    @classmethod
+    def _no_owned_properties(cls, props: dict[str, Any]) -> dict[str, Any]:
+        owned = {"bootstrap.servers", "group.id", "sasl.password", "ssl.key.password"}
+        clash = sorted(owned & props.keys())
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)} must be set through the cluster's own keys "
+                "(bootstrap_servers, sasl, tls), not client_properties"
+            )
+        return props
+
+    @model_validator(mode="after")
+    def _security(self) -> ClusterConfig:
+        if self.security_protocol.startswith("SASL") and self.sasl is None:
+            raise ValueError(f"security_protocol {self.security_protocol} needs a sasl section")
+        if self.sasl is not None and not self.security_protocol.startswith("SASL"):
+            raise ValueError("a sasl section needs security_protocol SASL_PLAINTEXT or SASL_SSL")
+        if self.tls is not None and not self.security_protocol.endswith("SSL"):
+            raise ValueError("a tls section needs security_protocol SSL or SASL_SSL")
+        ids = [e.broker_id for e in self.jmx]
+        if len(ids) != len(set(ids)):
+            raise ValueError("jmx: each broker_id may appear only once")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# Subsystems
+# --------------------------------------------------------------------------------------------
+
+
+class CollectorsConfig(_Model):
+    """How often each collector polls. Views never trigger collection: they serve the latest
+    results, so these intervals bound how stale an answer can be."""
+
+    metadata_interval: Duration = 60.0
+    broker_offsets_interval: Duration = 10.0
+    group_offsets_interval: Duration = 10.0
+    jmx_interval: Duration = 30.0
+    jmx_timeout: Duration = 10.0
+    group_concurrency: int = Field(default=8, ge=1, le=256)
+
+
+class EvaluatorConfig(_Model):
+    """The sliding-window rules' parameters (Burrow's names in the descriptions)."""
+
+    window: int = Field(default=10, ge=2, le=1000, description="commits kept per partition")
+    min_distance: Duration = Field(
+        default=1.0, description="a commit closer than this to the previous one replaces it"
+    )
+    allowed_lag: int = Field(default=0, ge=0, description="lag at or below this is always OK")
+    expire_group: Duration = Field(default=7 * 86400.0, description="forget silent groups")
+
+
+class CanaryConfig(_Model):
+    enabled: bool = False
+    topic: str = Field(default="_kafka_monitor_canary", pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    interval: Duration = 1.0
+    partitions_per_broker: int = Field(default=1, ge=1, le=100)
+    replication_factor: int | None = Field(default=None, ge=1)
+    record_size: int = Field(default=100, ge=32, le=1_000_000)
+    loss_sla: Duration = Field(default=20.0, description="a gap not filled within this is loss")
+    instance_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}", min_length=1
+    )
+
+
+class MirrorConfig(_Model):
+    name: str = Field(pattern=_NAME_RE)
+    source: str
+    destination: str
+    topics: list[str] = Field(default_factory=list)
+    group: str | None = Field(default=None, description="the mirroring consumer group")
+
+
+class HttpConfig(_Model):
+    host: str = "0.0.0.0"
+    port: int = Field(default=8000, ge=0, le=65535, description="0 picks a free port")
+
+
+class LoggingConfig(_Model):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["json", "text"] = "json"
+
+
+class MonitorConfig(_Model):
+    clusters: list[ClusterConfig] = Field(min_length=1)
+    collectors: CollectorsConfig = Field(default_factory=CollectorsConfig)
+    evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
+    canary: CanaryConfig = Field(default_factory=CanaryConfig)
+    mirrors: list[MirrorConfig] = Field(default_factory=list)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @model_validator(mode="after")
+    def _references(self) -> MonitorConfig:
+        names = [c.name for c in self.clusters]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"clusters: duplicate name(s) {', '.join(dupes)}")
+        for mirror in self.mirrors:
+            for end in (mirror.source, mirror.destination):
+                if end not in names:
+                    raise ValueError(f"mirror {mirror.name}: unknown cluster {end!r}")
+        return self
+
+    def cluster(self, name: str) -> ClusterConfig:
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be used; ``str()`` is one line per problem, each
+    ``FILE: KEY.PATH: reason``."""
+
+    def __init__(self, path: Path | str, problems: list[tuple[str, str]]) -> None:
+        self.path = str(path)
+        self.problems = problems
+        super().__init__(
+            "\n".join(f"{self.path}: {key}: {reason}" if key else f"{self.path}: {reason}"
+                      for key, reason in problems)
+        )
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The field names valid where an unknown key was found, for a did-you-mean hint."""
+    model: type[BaseModel] | None = MonitorConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if model is not None else None
+        if field is None:
+            return []
+        candidates = [field.annotation, *getattr(field.annotation, "__args__", ())]
+        model = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
+    return list(model.model_fields) if model is not None else []
+
+
+def _reason(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        known = _fields_at(tuple(error["loc"]))
+        hint = difflib.get_close_matches(str(error["loc"][-1]), known, n=1)
+        return "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ")
+
+
+def parse_config(data: Any, source: Path | str = "<config>") -> MonitorConfig:
+    """Validate already-parsed data; raises :class:`ConfigError` naming every bad key."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, [("", "the top level must be a mapping of keys")])
+    try:
+        return MonitorConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
+            problems.append((_key_path(loc), _reason(error)))
+        raise ConfigError(source, problems) from None
+
+
+def load_config(path: Path | str) -> MonitorConfig:
+    """Read and validate a ``.yaml``/``.yml`` or ``.toml`` file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(path, [("", f"cannot read file: {exc.strerror}")]) from None
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(path, [("", f"TOML syntax error: {exc}")]) from None
+    elif path.suffix in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigError(path, [("", f"YAML syntax error: {where}{problem}")]) from None
+    else:
+        raise ConfigError(path, [("", "expected a .yaml, .yml or .toml file")])
+    return parse_config(data, path)
+
+
+def effective_config(config: MonitorConfig) -> dict[str, Any]:
+    """The configuration with every default filled in and secrets masked, as check-config
+    prints it."""
+    data = config.model_dump(mode="json")
+    for cluster in data["clusters"]:
+        props = cluster["client_properties"]
+        for key in props:
+            if _SECRET_PROPERTY_RE.search(key):
+                props[key] = "**********"
+    return data
+
+
+_SECRET_PROPERTY_RE = re.compile(r"password|secret|token|credential", re.IGNORECASE)

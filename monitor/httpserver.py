@@ -1,0 +1,93 @@
+"""The HTTP server: liveness, readiness and (in later layers) the Burrow v3 API.
+
+Handlers only read what the service already holds; no request ever talks to Kafka. Every error,
+including unknown paths and wrong methods, is answered as JSON in Burrow's error shape, so
+clients can always parse the reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from monitor.service import Service
+
+_log = logging.getLogger("monitor.http")
+_HOSTNAME = socket.gethostname()
+SERVICE_KEY: web.AppKey[Service] = web.AppKey("service")
+
+
+def reply(request: web.Request, payload: dict[str, Any], status: int = 200) -> web.Response:
+    """A JSON body in Burrow's envelope: ``error``, ``message``, payload, ``request``."""
+    body = {
+        "error": status >= 400,
+        "message": payload.pop("message", "OK"),
+        **payload,
+        "request": {"url": request.path, "host": _HOSTNAME},
+    }
+    return web.json_response(body, status=status)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return reply(request, {"message": exc.reason}, status=exc.status)
+    except Exception:
+        _log.exception("request failed", extra={"path": request.path})
+        return reply(request, {"message": "internal server error"}, status=500)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness: answers while the service runs, even when every Kafka cluster is down (a
+    monitor restarted for its cluster's outage would go blind exactly when it is needed)."""
+    service = request.app[SERVICE_KEY]
+    clusters = {}
+    for cluster in service.config.clusters:
+        meta = service.store.metadata(cluster.name)
+        clusters[cluster.name] = (
+            None
+            if meta is None
+            else {
+                "brokers": len(meta.brokers),
+                "topics": len(meta.topics),
+                "partitions": meta.partition_count,
+                "metadata_age_seconds": round(time.time() - meta.observed_at, 3),
+            }
+        )
+    return reply(
+        request,
+        {
+            "message": "healthy",
+            "status": "ok",
+            "uptime_seconds": round(time.time() - service.started_at, 3),
+            "collectors": {c.name: c.health.as_dict() for c in service.collectors},
+            "clusters": clusters,
+        },
+    )
+
+
+async def ready(request: web.Request) -> web.Response:
+    """Readiness: 200 once every collector has data to serve, 503 (naming the ones still
+    waiting) before, so a load balancer never sends traffic to an empty monitor."""
+    service = request.app[SERVICE_KEY]
+    waiting = sorted(c.name for c in service.collectors if not c.ready)
+    if waiting:
+        return reply(request, {"message": "not ready", "waiting_for": waiting}, status=503)
+    return reply(request, {"message": "ready", "waiting_for": []})
+
+
+def build_app(service: Service) -> web.Application:
+    app = web.Application(middlewares=[json_errors], client_max_size=64 * 1024)
+    app[SERVICE_KEY] = service
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/ready", ready)
+    return app

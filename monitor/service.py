@@ -1,0 +1,166 @@
+"""The running service: collectors on a schedule, the HTTP server, and a clean shutdown.
+
+Data flows one way: scheduled collectors write observations into the store; the HTTP views
+read what is there. Later layers (evaluator, Prometheus exporter, canary) plug in as more
+collectors and more routes on the same app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from aiohttp import web
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from monitor.collectors.base import Collector
+from monitor.collectors.metadata import MetadataCollector
+from monitor.config import MonitorConfig
+from monitor.httpserver import build_app
+from monitor.store import Store
+
+_log = logging.getLogger("monitor.service")
+T = TypeVar("T")
+
+SHUTDOWN_TIMEOUT = 5.0
+
+
+def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
+    """Every collector the configuration asks for, one per kind and cluster."""
+    collectors: list[Collector] = []
+    for cluster in config.clusters:
+        collectors.append(
+            MetadataCollector(cluster, config.collectors.metadata_interval, store)
+        )
+    return collectors
+
+
+async def run_in_daemon_thread(fn: Callable[[], T], name: str) -> T:
+    """Run blocking Kafka client code off the event loop in a daemon thread, so a call stuck
+    on an unreachable broker can never hold up shutdown (executor threads would be joined)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def target() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:  # handed to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return await future
+
+
+class Service:
+    def __init__(
+        self,
+        config: MonitorConfig,
+        store: Store | None = None,
+        collectors: list[Collector] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store if store is not None else Store()
+        self.collectors = (
+            collectors if collectors is not None else build_collectors(config, self.store)
+        )
+        self.started_at = time.time()
+        self.http_port: int | None = None
+        self._scheduler: AsyncIOScheduler | None = None
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.http.host, self.config.http.port)
+        await site.start()
+        self.http_port = int(self._runner.addresses[0][1])
+
+        self._scheduler = AsyncIOScheduler(timezone=UTC)
+        now = datetime.now(UTC)
+        for collector in self.collectors:
+            self._scheduler.add_job(
+                self._run_collector,
+                "interval",
+                seconds=collector.interval,
+                args=[collector],
+                id=collector.name,
+                next_run_time=now,  # first round at once: readiness should not wait
+                max_instances=1,  # a slow round is never overlapped by the next one
+                coalesce=True,
+                misfire_grace_time=None,
+            )
+        self._scheduler.start()
+        _log.info(
+            "service started",
+            extra={
+                "http": f"http://{self.config.http.host}:{self.http_port}",
+                "clusters": [c.name for c in self.config.clusters],
+                "collectors": [c.name for c in self.collectors],
+            },
+        )
+
+    async def _run_collector(self, collector: Collector) -> None:
+        await run_in_daemon_thread(collector.run_once, name=collector.name)
+
+    async def stop(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        for collector in self.collectors:
+            try:
+                collector.close()
+            except Exception:
+                _log.exception("collector close failed", extra={"collector": collector.name})
+        _log.info("service stopped")
+
+
+async def serve(service: Service, stop: asyncio.Event) -> None:
+    """Run ``service`` until ``stop`` is set, then shut it down within SHUTDOWN_TIMEOUT."""
+    await service.start()
+    try:
+        await stop.wait()
+    finally:
+        try:
+            await asyncio.wait_for(service.stop(), SHUTDOWN_TIMEOUT)
+        except TimeoutError:
+            _log.error("shutdown timed out", extra={"timeout_seconds": SHUTDOWN_TIMEOUT})
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, sig, stop)
+
+
+def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
+    _log.info("shutting down", extra={"signal": sig.name})
+    stop.set()
+
+
+def run(config: MonitorConfig) -> int:
+    """The ``kafka-monitor run`` entry point: serve until SIGTERM or SIGINT."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        install_signal_handlers(stop)
+        await serve(Service(config), stop)
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,180 @@
+"""The service runtime over real sockets: health and readiness against a real Kafka broker,
+JSON errors, structured logs, and a clean, quick shutdown on SIGTERM and SIGINT — also when
+the cluster is unreachable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http(method: str, url: str) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except (OSError, urllib.error.URLError) as exc:
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+
+
+def write_config(tmp_path: Path, bootstrap: str, port: int, **extra: Any) -> Path:
+    config = {
+        "clusters": [
+            {
+                "name": "local",
+                "bootstrap_servers": bootstrap,
+                "broker_version_fallback": "0.9.0.1",
+                "request_timeout": "3s",
+            }
+        ],
+        "collectors": {"metadata_interval": "1s"},
+        "http": {"host": "127.0.0.1", "port": port},
+        **extra,
+    }
+    path = tmp_path / "monitor.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class Running:
+    """``kafka-monitor run`` as a child process, as an operator starts it."""
+
+    def __init__(self, config: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "monitor", "run", "--config", str(config)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+    def stop(self, sig: signal.Signals) -> tuple[float, list[dict[str, Any]]]:
+        started = time.monotonic()
+        self.proc.send_signal(sig)
+        _, stderr = self.proc.communicate(timeout=30)
+        elapsed = time.monotonic() - started
+        return elapsed, [json.loads(line) for line in stderr.splitlines() if line.strip()]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_run_serves_health_and_stops_cleanly(
+    kafka: Any, tmp_path: Path, sig: signal.Signals
+) -> None:
+    port = free_port()
+    running = Running(write_config(tmp_path, kafka.bootstrap_servers, port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        status, body = wait_for(
+            lambda: (r := http("GET", f"{base}/ready"))[0] == 200 and r, 30, "/ready 200"
+        )
+        assert body["error"] is False and body["waiting_for"] == []
+        status, body = http("GET", f"{base}/healthz")
+        assert status == 200 and body["status"] == "ok"
+        assert body["clusters"]["local"]["brokers"] == 1
+        health = body["collectors"]["metadata/local"]
+        assert health["runs"] >= 1 and health["last_success"] is not None
+        assert health["errors"] == 0
+        elapsed, logs = running.stop(sig)
+    finally:
+        running.kill()
+    assert running.proc.returncode == 0
+    assert elapsed < 5.0, f"shutdown took {elapsed:.1f}s"
+    messages = [line["msg"] for line in logs]
+    assert "service started" in messages and "service stopped" in messages
+    assert any(line.get("signal") == sig.name for line in logs)
+    assert all({"ts", "level", "logger", "msg"} <= line.keys() for line in logs)
+
+
+def test_unreachable_cluster_is_not_ready_never_crashes_and_stops_fast(tmp_path: Path) -> None:
+    """Nothing listens at the bootstrap address: the service stays up, says why it is not
+    ready, counts the failures, and still stops within seconds (no thread blocks exit)."""
+    port = free_port()
+    dead = f"127.0.0.1:{free_port()}"
+    running = Running(write_config(tmp_path, dead, port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(
+            lambda: http("GET", f"{base}/healthz")[1]["collectors"]["metadata/local"]["errors"]
+            >= 2,
+            40,
+            "two failed metadata rounds",
+        )
+        status, body = http("GET", f"{base}/ready")
+        assert status == 503
+        assert body["error"] is True and body["waiting_for"] == ["metadata/local"]
+        status, body = http("GET", f"{base}/healthz")
+        assert status == 200 and body["clusters"]["local"] is None
+        assert "KafkaException" in body["collectors"]["metadata/local"]["last_error"]
+        assert running.proc.poll() is None
+        elapsed, logs = running.stop(signal.SIGTERM)
+    finally:
+        running.kill()
+    assert running.proc.returncode == 0
+    assert elapsed < 5.0, f"shutdown took {elapsed:.1f}s"
+    failing = [line for line in logs if line["msg"] == "collector failing"]
+    assert len(failing) == 1, "a failing collector logs once, not every round"
+
+
+def test_errors_are_json_in_burrow_shape(tmp_path: Path) -> None:
+    port = free_port()
+    running = Running(write_config(tmp_path, f"127.0.0.1:{free_port()}", port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: http("GET", f"{base}/healthz")[0] == 200, 30, "server up")
+        status, body = http("GET", f"{base}/no/such/path")
+        assert status == 404
+        assert body["error"] is True and body["message"] == "Not Found"
+        assert body["request"]["url"] == "/no/such/path"
+        status, body = http("DELETE", f"{base}/healthz")
+        assert status == 405 and body["error"] is True
+        status, body = http("GET", f"{base}/%ff%fe/..%2f..%2fetc")
+        assert 400 <= status < 500 and body["error"] is True
+    finally:
+        running.stop(signal.SIGTERM)
+        running.kill()
+
+
+def test_run_with_invalid_config_exits_with_reason(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("clusters:\n  - name: x\n    bootstrap_servers: nohost\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "monitor", "run", "--config", str(path)],
+        capture_output=True, text=True, timeout=30, env={**os.environ},
+    )
+    assert result.returncode == 2
+    assert f"{path}: clusters[0].bootstrap_servers: expected host:port" in result.stderr
