@@ -29,6 +29,10 @@ test: setup
 lint: setup
 	$(BIN)/ruff check .
 
+## Benchmarks: each prints JSON with ratios against a reference measured in the same run.
+bench: setup
+	$(BIN)/python bench/bench_decoder.py --broker
+
 typecheck: setup
 	$(BIN)/mypy monitor
 
