@@ -117,13 +117,17 @@ class Store:
 
     def put_broker_offsets(self, offsets: BrokerOffsets) -> None:
         with self._lock:
-            stored = self._cluster(offsets.cluster).offsets
+            cluster = self._cluster(offsets.cluster)
+            stored = cluster.offsets
+            # A round in flight while a topic was deleted must not bring the topic back.
+            known = cluster.metadata.topics if cluster.metadata is not None else None
             at = offsets.observed_at
             for topic, partition, start, end in zip(
                 offsets.topics, offsets.partitions, offsets.log_start, offsets.log_end,
                 strict=True,
             ):
-                stored[(topic, partition)] = PartitionOffsets(start, end, at)
+                if known is None or topic in known:
+                    stored[(topic, partition)] = PartitionOffsets(start, end, at)
             for tp, error in offsets.failed.items():
                 previous = stored.get(tp)
                 if previous is not None:

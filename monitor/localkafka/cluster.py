@@ -538,6 +538,10 @@ class LocalKafka:
             f"every partition of {name!r} to have a leader",
         )
 
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow ``name`` to ``total`` partitions (0.9 has no CreatePartitions API)."""
+        self._topic_command(["--alter", "--topic", name, "--partitions", str(total)])
+
     def delete_topic(self, name: str, timeout: float = 30.0) -> None:
         """Delete a topic (``delete.topic.enable=true``) and wait until no running broker lists
         it. Deletion needs every replica's broker running (a 0.9 limitation)."""
