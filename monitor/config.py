@@ -221,6 +221,11 @@ class ClusterConfig(_Model):
     offsets_source: Literal["admin", "offsets_topic", "both"] = "admin"
     offsets_topic: OffsetsTopicConfig = Field(default_factory=OffsetsTopicConfig)
     groups: NameFilter = Field(default_factory=NameFilter)
+    extra_groups: list[str] = Field(
+        default_factory=list,
+        description="groups read every round even if Kafka does not list them "
+        "(commit-only assign() consumers, ListGroups denied by ACLs)",
+    )
     topics: NameFilter = Field(
         default_factory=lambda: NameFilter(deny=[re.compile(r"^__")]),
         description="default: every topic except internal ones (names starting with __)",

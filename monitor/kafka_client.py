@@ -16,6 +16,19 @@ from monitor.config import ClusterConfig
 _log = logging.getLogger("monitor.kafka")
 
 
+class DropFallbackDeprecation(logging.Filter):
+    """librdkafka warns at every client creation that ``api.version.request`` and
+    ``broker.version.fallback`` are deprecated; brokers older than 0.10 need both, so for a
+    cluster configured with a fallback the warning is noise, repeated per client."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("CONFWARN" in message and "is deprecated" in message)
+
+
+_log.addFilter(DropFallbackDeprecation())
+
+
 def client_config(cluster: ClusterConfig, **overrides: Any) -> dict[str, Any]:
     """librdkafka properties for ``cluster``; ``overrides`` (e.g. ``group.id``) come last but
     one: the operator's ``client_properties`` always win, since they know their cluster."""

@@ -20,7 +20,10 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from monitor.collectors.base import Collector
+from monitor.collectors.broker_offsets import BrokerOffsetsCollector
+from monitor.collectors.group_offsets import GroupOffsetsCollector
 from monitor.collectors.metadata import MetadataCollector
+from monitor.collectors.offsets_topic import OffsetsTopicCollector
 from monitor.config import MonitorConfig
 from monitor.httpserver import build_app
 from monitor.store import Store
@@ -33,11 +36,25 @@ SHUTDOWN_TIMEOUT = 5.0
 
 def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
     """Every collector the configuration asks for, one per kind and cluster."""
+    intervals = config.collectors
     collectors: list[Collector] = []
     for cluster in config.clusters:
+        collectors.append(MetadataCollector(cluster, intervals.metadata_interval, store))
         collectors.append(
-            MetadataCollector(cluster, config.collectors.metadata_interval, store)
+            BrokerOffsetsCollector(cluster, intervals.broker_offsets_interval, store)
         )
+        if cluster.offsets_source in ("admin", "both"):
+            collectors.append(
+                GroupOffsetsCollector(
+                    cluster,
+                    intervals.group_offsets_interval,
+                    intervals.group_concurrency,
+                    store,
+                    extra_groups=cluster.extra_groups,
+                )
+            )
+        if cluster.offsets_source in ("offsets_topic", "both"):
+            collectors.append(OffsetsTopicCollector(cluster, store))
     return collectors
 
 

@@ -58,6 +58,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from monitor.kafka_client import DropFallbackDeprecation
+
 __all__ = [
     "SCENARIOS",
     "CommitRecord",
@@ -76,16 +78,7 @@ __all__ = [
 librdkafka_logger = logging.getLogger("monitor.localkafka.librdkafka")
 
 
-class _DropExpectedDeprecationWarnings(logging.Filter):
-    """librdkafka warns at every client creation that ``api.version.request`` and
-    ``broker.version.fallback`` are deprecated; 0.9 brokers need both, so the warning is noise."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not ("CONFWARN" in message and "is deprecated" in message)
-
-
-librdkafka_logger.addFilter(_DropExpectedDeprecationWarnings())
+librdkafka_logger.addFilter(DropFallbackDeprecation())
 _log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
