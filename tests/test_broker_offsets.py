@@ -28,6 +28,7 @@ from monitor.observations import BrokerOffsets
 from monitor.store import PartitionOffsets, Store
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.mockcluster import FAST_FAULT_CONFIG, MockCluster
+from tests.harness.polling import wait_for
 
 T = TypeVar("T")
 
@@ -48,18 +49,6 @@ class RecordingStore(Store):
     def put_broker_offsets(self, offsets: BrokerOffsets) -> None:
         self.published.append(offsets)
         super().put_broker_offsets(offsets)
-
-
-def wait_for(fn: Callable[[], T], ok: Callable[[T], bool], timeout: float, what: str) -> T:
-    """Call ``fn`` until ``ok(result)``; fail with the last result after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = fn()
-        if ok(result):
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not within {timeout}s; last: {result!r}")
-        time.sleep(0.1)
 
 
 def only(*topics: str) -> NameFilter:
@@ -138,7 +127,7 @@ def add_partitions(cluster: LocalKafka, topic: str, total: int) -> None:
     cluster.add_partitions(topic, total)
     wait_for(
         lambda: cluster.partitions(topic),
-        lambda parts: len(parts) == total and all(p.leader >= 0 for p in parts),
+        ok=lambda parts: len(parts) == total and all(p.leader >= 0 for p in parts),
         timeout=30,
         what=f"{topic} to have {total} partitions with leaders",
     )
@@ -344,7 +333,7 @@ def test_down_leader_makes_only_its_partitions_stale(
     published = len(store.published)
     wait_for(
         lambda: (collector.run_once(), store.published[-1].failed)[1],
-        lambda failed: set(failed) == {(topic, p) for p in on_2},
+        ok=lambda failed: set(failed) == {(topic, p) for p in on_2},
         timeout=15,
         what="broker 2's partitions reported failed",
     )
@@ -367,7 +356,7 @@ def test_down_leader_makes_only_its_partitions_stale(
     add({p: 1 for p in range(6)})
     wait_for(
         lambda: (collector.run_once(), values(store, "mock", topic))[1],
-        lambda got: got == {p: (0, n) for p, n in total.items()},
+        ok=lambda got: got == {p: (0, n) for p, n in total.items()},
         timeout=15,
         what="broker 2's partitions collected again after broker_up",
     )
@@ -399,7 +388,7 @@ def test_every_partition_failing_fails_the_round_but_keeps_values(
     }
 
     mc.broker_up(2)
-    wait_for(collector.run_once, bool, timeout=15, what="a good round after broker_up")
+    wait_for(collector.run_once, ok=bool, timeout=15, what="a good round after broker_up")
     assert collector.health.consecutive_errors == 0
     assert values(store, "mock", topic) == {0: (0, 4), 1: (0, 6)}
     assert not any(o.stale for o in of_topic(store, "mock", topic).values())
@@ -426,7 +415,7 @@ def test_chunks_and_leader_moves_keep_values_right(
     mc.partition_set_leader(topic, 5, 1)
     wait_for(
         lambda: (collector.run_once(), of_topic(store, "mock", topic))[1],
-        lambda got: all(not o.stale for o in got.values()),
+        ok=lambda got: all(not o.stale for o in got.values()),
         timeout=10,
         what="fresh values from the new leaders",
     )
@@ -469,7 +458,7 @@ def test_log_start_follows_retention(retention_kafka: LocalKafka) -> None:
     produce(retention_kafka.client_config(), topic, {0: 300, 1: 10}, **{"batch.num.messages": 1})
     marks = wait_for(
         lambda: watermarks(retention_kafka.client_config(), topic, 2),
-        lambda wm: wm[0][0] > 0,
+        ok=lambda wm: wm[0][0] > 0,
         timeout=45,  # first retention check: 30 s after the broker started
         what="retention to delete the oldest segments of partition 0",
     )

@@ -41,7 +41,7 @@ from monitor.localkafka.workload import librdkafka_logger
 from monitor.observations import CommitBatch
 from monitor.store import Store
 from tests.harness.mockcluster import MockCluster
-from tests.test_harness_mock import port_refuses, process_gone
+from tests.harness.polling import port_refuses, process_gone, wait_for
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,18 +49,6 @@ TP = tuple[str, int]
 
 
 # ------------------------------------------------------------------------------ helpers
-
-
-def wait_for(fn: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
-    """Poll ``fn`` until it returns something truthy; fail with the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s (last: {value!r})")
-        time.sleep(interval)
 
 
 def offsets_in_store(store: Store, cluster: str, group: str) -> dict[TP, int] | None:

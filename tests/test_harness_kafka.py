@@ -41,6 +41,12 @@ from monitor.localkafka import (
 )
 from monitor.localkafka.workload import librdkafka_logger
 from tests.harness.kafka_fixtures import make_unique_name
+from tests.harness.polling import wait_for as _wait_for
+
+# Kafka clients and sockets raise while a broker is still coming up: that counts as "not yet".
+wait_for = partial(
+    _wait_for, interval=0.2, retry_on=(KafkaException, OSError, RuntimeError)
+)
 
 T = TypeVar("T")
 
@@ -49,23 +55,6 @@ ACTIVE_CONTROLLER = "kafka.controller:type=KafkaController,name=ActiveController
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.2) -> T:
-    """Poll ``fn`` until it returns a truthy value (exceptions count as not yet)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            value = fn()
-            if value:
-                return value
-            last = value
-        except (KafkaException, OSError, RuntimeError) as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-        time.sleep(interval)
 
 
 def client(cluster: LocalKafka, **extra: object) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from tests.harness.mockcluster import MockCluster, MockClusterError
+from tests.harness.polling import port_refuses, process_gone, wait_for
 
 pytestmark = pytest.mark.mock
 
@@ -45,18 +45,6 @@ BROKER_DOWN_ERRORS = {"_TIMED_OUT", "_UNKNOWN_PARTITION", "_DESTROY_BROKER", "_T
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def wait_for(fn: Callable[[], T], ok: Callable[[T], bool], timeout: float, what: str) -> T:
-    """Call ``fn`` until ``ok(result)``; fail with the last result after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = fn()
-        if ok(result):
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not within {timeout}s; last result: {result!r}")
-        time.sleep(0.05)
 
 
 def make_topic(mc: MockCluster, topic: str, leaders: list[int]) -> None:
@@ -158,25 +146,6 @@ def group_offsets_in_child(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def port_refuses(hostport: str) -> bool:
-    """True when nothing accepts TCP connections on ``host:port`` any more."""
-    host, port = hostport.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return False
-    except OSError:
-        return True
-
-
-def process_gone(pid: int) -> bool:
-    """True when ``pid`` has exited (gone, or a zombie nobody reaped yet)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
-
-
 # -- a healthy mock --------------------------------------------------------------------------
 
 
@@ -263,7 +232,7 @@ def test_broker_down_fails_its_partitions_only_until_it_is_up(mock_cluster: Mock
     mc.broker_down(2)
     err = wait_for(
         lambda: watermarks(consumer, "down", 1, timeout=1.0),
-        lambda r: isinstance(r, str),
+        ok=lambda r: isinstance(r, str),
         timeout=10,
         what="watermarks of a partition led by the downed broker fail",
     )
@@ -286,7 +255,7 @@ def test_broker_down_fails_its_partitions_only_until_it_is_up(mock_cluster: Mock
     started = time.monotonic()
     wait_for(
         lambda: watermarks(consumer, "down", 1, timeout=1.0),
-        lambda r: r == healthy[1],
+        ok=lambda r: r == healthy[1],
         timeout=10,
         what="the long-lived client reads the partition again after broker_up",
     )
@@ -308,7 +277,7 @@ def test_partition_set_leader_moves_the_leader(mock_cluster: MockCluster) -> Non
     mc.partition_set_leader("moves", 0, 3)
     wait_for(
         lambda: leader_of(admin, "moves", 0),
-        lambda leader: leader == 3,
+        ok=lambda leader: leader == 3,
         timeout=5,
         what="metadata shows broker 3 as leader",
     )
@@ -317,7 +286,7 @@ def test_partition_set_leader_moves_the_leader(mock_cluster: MockCluster) -> Non
     # partition's data moved with it.
     wait_for(
         lambda: watermarks(consumer, "moves", 0),
-        lambda r: r == (0, 6),
+        ok=lambda r: r == (0, 6),
         timeout=5,
         what="watermarks from the new leader",
     )
@@ -375,7 +344,7 @@ def test_set_rtt_delays_that_brokers_responses(mock_cluster: MockCluster) -> Non
     assert statistics.median(timed(0) for _ in range(3)) < rtt_ms / 2000  # broker 1 unaffected
 
     mc.set_rtt(2, 0)
-    wait_for(lambda: timed(1), lambda t: t < rtt_ms / 2000, timeout=5, what="rtt removed")
+    wait_for(lambda: timed(1), ok=lambda t: t < rtt_ms / 2000, timeout=5, what="rtt removed")
     consumer.close()
 
 
@@ -403,7 +372,7 @@ def test_sigterm_ends_the_server(mock_cluster_factory: Any) -> None:
     mc = mock_cluster_factory(1)
     hostport = mc.bootstrap_servers
     os.kill(mc.pid, signal.SIGTERM)
-    wait_for(lambda: mc.returncode, lambda rc: rc is not None, timeout=5, what="server exits")
+    wait_for(lambda: mc.returncode, ok=lambda rc: rc is not None, timeout=5, what="server exits")
     assert mc.returncode == 128 + signal.SIGTERM  # SystemExit from its handler, after cleanup
     assert port_refuses(hostport)
 
@@ -436,7 +405,7 @@ def test_server_exits_when_its_client_process_dies() -> None:
         assert not port_refuses(hostport)
         client.send_signal(signal.SIGKILL)
         client.wait(10)
-        wait_for(lambda: process_gone(server_pid), bool, timeout=10, what="server exits")
+        wait_for(lambda: process_gone(server_pid), ok=bool, timeout=10, what="server exits")
         assert port_refuses(hostport)
     finally:
         if client.poll() is None:

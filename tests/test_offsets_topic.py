@@ -45,7 +45,7 @@ from tests.test_consumer_offsets_decoder import (
     offset_value,
     uuid_str,
 )
-from tests.test_harness_kafka import wait_for
+from tests.test_harness_kafka import wait_for  # retries while brokers come up
 
 pytestmark = pytest.mark.kafka
 

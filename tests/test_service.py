@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.harness.polling import wait_for as _wait_for
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -35,18 +37,9 @@ def http(method: str, url: str) -> tuple[int, dict[str, Any]]:
         return err.code, json.loads(err.read())
 
 
-def wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except (OSError, urllib.error.URLError) as exc:
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+def wait_for(fn: Any, timeout: float, what: str) -> Any:
+    """Poll over HTTP; connection errors while the server starts count as "not yet"."""
+    return _wait_for(fn, timeout, what, retry_on=(OSError,))
 
 
 def write_config(tmp_path: Path, bootstrap: str, port: int, **extra: Any) -> Path:
