@@ -33,6 +33,7 @@ lint: setup
 bench: setup
 	$(BIN)/python bench/bench_offsets_topic.py
 	$(BIN)/python bench/bench_decoder.py --broker
+	$(BIN)/python bench/bench_evaluator.py
 
 typecheck: setup
 	$(BIN)/mypy monitor

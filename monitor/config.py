@@ -299,6 +299,19 @@ class EvaluatorConfig(_Model):
     )
     allowed_lag: int = Field(default=0, ge=0, description="lag at or below this is always OK")
     expire_group: Duration = Field(default=7 * 86400.0, description="forget silent groups")
+    idle_aware_stop: bool = Field(
+        default=True,
+        description="STOP's clock starts when the log end was last seen at the committed "
+        "offset, not at the last commit: no false STOP on idle or slow topics",
+    )
+    marker_tolerance: int = Field(
+        default=1, ge=0,
+        description="a lag this small, with no record since the commit, is a transaction "
+        "marker, not lag",
+    )
+    burrow_status: bool = Field(
+        default=False, description="report group status as Burrow does (STOP/STALL/REWIND -> ERR)"
+    )
 
 
 class CanaryConfig(_Model):

@@ -1,0 +1,456 @@
+"""Where OK, WARN, STALL, STOP and REWIND are decided: Burrow's sliding-window rules, vectorised.
+
+Pure functions over struct-of-arrays inputs (no I/O, no Kafka, no per-partition Python
+objects), so the service and the Spark pipeline run the same code on batches of any size.
+
+Partition rules, in Burrow's order (``burrow-reference.md``; names of the rule results follow
+Burrow's functions so a failing case points at one rule):
+
+1. ``current_lag <= allowed_lag`` -> OK.
+2. stopped (``now - last ts > last ts - first ts``) and not ``recent_lag_zero`` (no stored log
+   end <= last committed offset) -> STOP.
+3. first offset lower than its predecessor, never climbed back to -> REWIND.
+4. only if no stored lag <= allowed_lag: all offsets identical -> STALL; else lags never
+   decreasing -> WARN.
+5. otherwise OK; an empty window is OK with ``complete`` 0.
+
+Improvements over Burrow, each an option in :class:`RuleOptions` (``RuleOptions.burrow()``
+turns all of them off and reproduces Burrow exactly):
+
+(a) ``idle_aware_stop`` (default on) -- no false STOP on idle or slow topics. Burrow starts the
+    STOP clock at the last commit, so a consumer that idled, caught up, for hours is STOP the
+    moment new data arrives unless the log end it was caught up with is still among the last
+    ``intervals`` broker offsets (~100 s). With a log-end history (:class:`LeoHistory`, which
+    spans quiet periods), the clock starts instead at the last time the log end was *seen*
+    within ``allowed_lag`` of the committed offset (or at the marker-sized gap its last
+    commit already saw): a consumer only
+    has to react once there is data. It never adds a STOP Burrow would not raise. Deliberately
+    *not* "lag at the last commit was 0 -> never STOP": that is the rule Burrow's maintainers
+    rejected (PR #94) and fixed (#290, case 9) because a consumer that dies caught up would be
+    OK forever while data piles up.
+(b) ``marker_tolerance`` (default 1; 0 disables) -- transactional producers' commit markers
+    leave a permanent lag of 1 that Burrow reports as STOP or STALL (#570, #651). A
+    ``current_lag`` <= tolerance counts as caught up (rule 1) unless the log end is known to
+    have moved after the last commit (a history observation later than the commit below the
+    current log end; without a history: the lag stored with the last commit is smaller than
+    the current lag). A read-committed consumer only sees a transaction after its marker is
+    written, so a gap that was already there when it committed is markers, not data.
+(c) ``burrow_err`` (default off) -- report group status with Burrow's codes, STOP/STALL/REWIND
+    mapped to ERR (:func:`to_burrow`).
+
+Group status is the worst partition status by :class:`Status` value:
+OK < WARN < REWIND < STALL < STOP. REWIND ranks above WARN (offsets went backwards: data is
+being re-processed, which someone should know about, and Burrow calls it an error) and below
+STALL and STOP (the consumer is alive and making progress, and the state clears itself once
+it passes its old position; a group that is also stalled or stopped somewhere needs that
+reported first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.evaluator.lag_seconds import LeoHistory
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+StatusArray = npt.NDArray[np.int8]
+
+__all__ = [
+    "BurrowStatus",
+    "GroupIndex",
+    "GroupResults",
+    "PartitionResults",
+    "PartitionWindows",
+    "RuleOptions",
+    "Status",
+    "evaluate",
+    "evaluate_groups",
+    "evaluate_partitions",
+    "to_burrow",
+]
+
+
+class Status(IntEnum):
+    """Partition and group status; the value is the severity rank (higher = worse)."""
+
+    NOTFOUND = 0
+    OK = 1
+    WARN = 2
+    REWIND = 3
+    STALL = 4
+    STOP = 5
+
+
+class BurrowStatus(IntEnum):
+    """Burrow's own codes (its API and notifiers); ERR exists only at group level."""
+
+    NOTFOUND = 0
+    OK = 1
+    WARN = 2
+    ERR = 3
+    STOP = 4
+    STALL = 5
+    REWIND = 6
+
+
+# Lookup tables indexed by Status value.
+_BURROW_PARTITION = np.array([0, 1, 2, 6, 5, 4], dtype=np.int8)
+_BURROW_GROUP = np.array([0, 1, 2, 3, 3, 3], dtype=np.int8)
+
+
+def to_burrow(status: npt.ArrayLike, *, group: bool) -> StatusArray:
+    """Map :class:`Status` codes to :class:`BurrowStatus` codes; ``group=True`` maps
+    STOP/STALL/REWIND to ERR as Burrow's group status does."""
+    table = _BURROW_GROUP if group else _BURROW_PARTITION
+    return table[np.asarray(status, dtype=np.intp)]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleOptions:
+    """Rule parameters. Defaults are this project's; :meth:`burrow` is Burrow exactly."""
+
+    allowed_lag: int = 0
+    idle_aware_stop: bool = True  # (a) see the module docstring
+    marker_tolerance: int = 1  # (b) 0 disables
+    burrow_err: bool = False  # (c) group status in Burrow's codes (ERR)
+
+    def __post_init__(self) -> None:
+        if self.allowed_lag < 0 or self.marker_tolerance < 0:
+            raise ValueError("allowed_lag and marker_tolerance must be >= 0")
+
+    @classmethod
+    def burrow(cls, allowed_lag: int = 0) -> RuleOptions:
+        return cls(allowed_lag, idle_aware_stop=False, marker_tolerance=0, burrow_err=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionWindows:
+    """What the rules read for P partitions (struct of arrays, windows oldest first and
+    left-aligned: slots ``>= counts`` are ignored whatever they hold).
+
+    * ``offsets``, ``timestamps_ms`` (unix ms), ``lags``: ``[P, W]`` int64, one slot per stored
+      commit; a lag < 0 means unknown (Burrow's nil ``*Lag``).
+    * ``counts[P]``: filled slots; ``window_size``: Burrow's ``intervals`` (``complete`` =
+      counts / window_size), defaults to W.
+    * ``current_lag[P]``: newest log end - last committed offset, floored at 0.
+    * ``broker_offsets[P, B]`` with ``broker_counts[P]``: the partition's recent log ends
+      (Burrow's ring of the last ``intervals`` refreshes), any order.
+    """
+
+    offsets: IntArray
+    timestamps_ms: IntArray
+    lags: IntArray
+    counts: IntArray
+    current_lag: IntArray
+    broker_offsets: IntArray
+    broker_counts: IntArray
+    window_size: int
+
+    @classmethod
+    def from_arrays(
+        cls,
+        offsets: npt.ArrayLike,
+        timestamps_ms: npt.ArrayLike,
+        lags: npt.ArrayLike,
+        counts: npt.ArrayLike,
+        current_lag: npt.ArrayLike,
+        broker_offsets: npt.ArrayLike,
+        broker_counts: npt.ArrayLike | None = None,
+        window_size: int | None = None,
+    ) -> PartitionWindows:
+        """Coerce to int64 and check shapes once, so the rules need no checks."""
+        # C order: the rules gather through flat indices.
+        off = np.ascontiguousarray(np.atleast_2d(np.asarray(offsets, dtype=np.int64)))
+        ts = np.ascontiguousarray(np.atleast_2d(np.asarray(timestamps_ms, dtype=np.int64)))
+        lag = np.ascontiguousarray(np.atleast_2d(np.asarray(lags, dtype=np.int64)))
+        if not off.shape == ts.shape == lag.shape:
+            raise ValueError(f"window shapes differ: {off.shape} {ts.shape} {lag.shape}")
+        p, w = off.shape
+        cnt = np.asarray(counts, dtype=np.int64).reshape(p)
+        cur = np.asarray(current_lag, dtype=np.int64).reshape(p)
+        bro = np.asarray(broker_offsets, dtype=np.int64).reshape(p, -1)
+        bcnt = (
+            np.full(p, bro.shape[1], dtype=np.int64)
+            if broker_counts is None
+            else np.asarray(broker_counts, dtype=np.int64).reshape(p)
+        )
+        size = w if window_size is None else int(window_size)
+        if w == 0:
+            raise ValueError("the window needs at least one slot")
+        if np.any((cnt < 0) | (cnt > w)) or np.any((bcnt < 0) | (bcnt > bro.shape[1])):
+            raise ValueError("counts must lie within the window / broker ring sizes")
+        if size < 1 or size < w:
+            raise ValueError(f"window_size {size} must be >= 1 and >= the window width {w}")
+        if np.any(cur < 0):
+            raise ValueError("current_lag must be >= 0")
+        return cls(off, ts, lag, cnt, cur, bro, bcnt, size)
+
+    @property
+    def size(self) -> int:
+        return int(self.offsets.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResults:
+    """Each rule's result per partition (for diagnostics and tests), and the status.
+
+    Burrow's rule results are raw (as Burrow computes them, whatever the options);
+    ``caught_up``, ``markers_only`` and ``stop_clock_ms`` show what the options changed.
+    """
+
+    status: StatusArray
+    complete: FloatArray
+    lag_always_not_zero: BoolArray  # Burrow isLagAlwaysNotZero
+    rewind_index: IntArray  # Burrow checkIfOffsetsRewind (-1: none)
+    rewind_recovered: BoolArray  # Burrow checkIfRewindRecovered
+    stopped: BoolArray  # Burrow checkIfOffsetsStopped
+    stalled: BoolArray  # Burrow checkIfOffsetsStalled
+    lag_not_decreasing: BoolArray  # Burrow checkIfLagNotDecreasing
+    recent_lag_zero: BoolArray  # Burrow checkIfRecentLagZero
+    caught_up: BoolArray  # rule 1 after option (b)
+    markers_only: BoolArray  # option (b) made rule 1 true
+    stop_clock_ms: FloatArray  # when the STOP clock started (last commit, or later with (a))
+
+
+def evaluate_partitions(
+    w: PartitionWindows,
+    now_ms: float | npt.ArrayLike,
+    options: RuleOptions | None = None,
+    history: LeoHistory | None = None,
+    allowed_lag: npt.ArrayLike | None = None,
+) -> PartitionResults:
+    """Status of P partitions in one vectorised pass. ``now_ms``: scalar or ``[P]``.
+    ``history`` (optional, same P): the log-end history options (a) and (b) use.
+    ``allowed_lag`` (optional, scalar or ``[P]``) overrides ``options.allowed_lag``, for
+    per-group allowances in one batch."""
+    opt = options or RuleOptions()
+    p, width = w.offsets.shape
+    allowed = np.broadcast_to(
+        np.asarray(opt.allowed_lag if allowed_lag is None else allowed_lag, dtype=np.int64), (p,)
+    )
+    if np.any(allowed < 0):
+        raise ValueError("allowed_lag must be >= 0")
+    if history is not None and history.size != p:
+        raise ValueError(f"history has {history.size} partitions, windows {p}")
+    now = np.broadcast_to(np.asarray(now_ms, dtype=np.float64), (p,))
+    cnt = w.counts
+    filled = cnt > 0
+    slot = np.arange(width)
+    valid = slot < cnt[:, None]
+    pair = slot[1:] < cnt[:, None]  # slot j+1 and j both filled
+
+    # Gathers go through flat indices: several times faster than take_along_axis here.
+    row = np.arange(p, dtype=np.int64) * width
+    last_i = row + np.maximum(cnt - 1, 0)
+    off = w.offsets
+    first_ts = w.timestamps_ms[:, 0].astype(np.float64)
+    last_off = off.reshape(-1)[last_i]
+    last_ts = w.timestamps_ms.reshape(-1)[last_i].astype(np.float64)
+    last_lag = w.lags.reshape(-1)[last_i]
+
+    # isLagAlwaysNotZero: no known lag <= allowed in the window.
+    lag_known = valid & (w.lags >= 0)
+    lag_always_not_zero = filled & ~np.any(lag_known & (w.lags <= allowed[:, None]), axis=1)
+
+    # checkIfOffsetsRewind: first j with offset[j] < offset[j-1]; recovered if a later offset
+    # reaches offset[j-1] again.
+    down = (off[:, 1:] < off[:, :-1]) & pair
+    has_rewind = np.any(down, axis=1)
+    first_down = np.argmax(down, axis=1) if width > 1 else np.zeros(p, dtype=np.int64)
+    rewind_index = np.where(has_rewind, first_down + 1, -1).astype(np.int64)
+    ri = np.maximum(rewind_index, 1)
+    before_rewind = off.reshape(-1)[row + ri - 1]
+    rewind_recovered = has_rewind & np.any(
+        valid & (slot >= ri[:, None]) & (off >= before_rewind[:, None]), axis=1
+    )
+
+    # checkIfOffsetsStopped: time since last commit > span of the window (strictly).
+    stopped = filled & ((now - last_ts) > (last_ts - first_ts))
+
+    # checkIfOffsetsStalled: every offset equals the one before it.
+    stalled = filled & ~np.any((off[:, 1:] != off[:, :-1]) & pair, axis=1)
+
+    # checkIfLagNotDecreasing: known lags never decrease (unknown lags are skipped).
+    prev = np.maximum.accumulate(np.where(lag_known, slot, -1), axis=1)
+    prev_known = np.empty_like(prev)
+    prev_known[:, :1] = -1
+    prev_known[:, 1:] = prev[:, :-1]
+    prev_lag = w.lags.reshape(-1)[row[:, None] + np.maximum(prev_known, 0)]
+    decrease = lag_known & (prev_known >= 0) & (w.lags < prev_lag)
+    lag_not_decreasing = filled & ~np.any(decrease, axis=1)
+
+    # checkIfRecentLagZero: some stored log end <= last committed offset.
+    bvalid = np.arange(w.broker_offsets.shape[1]) < w.broker_counts[:, None]
+    recent_lag_zero = np.any(bvalid & (w.broker_offsets <= last_off[:, None]), axis=1)
+
+    # Rule 1, with (b): a gap of <= marker_tolerance already there at the last commit.
+    cur = w.current_lag
+    markers_only = np.zeros(p, dtype=bool)
+    if opt.marker_tolerance > 0:
+        leo_now = last_off + cur
+        not_moved = (last_lag >= 0) & (last_lag >= cur)
+        if history is not None:
+            not_moved |= ~history.moved_after(leo_now, last_ts)
+        markers_only = filled & (cur > allowed) & (cur <= opt.marker_tolerance)
+        markers_only &= not_moved
+    caught_up = (cur <= allowed) | markers_only
+
+    # Rule 2, with (a): the STOP clock starts when the consumer last had nothing to read.
+    stop_clock = last_ts
+    if opt.idle_aware_stop and history is not None:
+        # Nothing to read: within allowed lag, or at the log end the last commit saw if that
+        # gap was marker-sized (it was already there when the consumer committed).
+        at_commit = np.where((last_lag >= 0) & (last_lag <= opt.marker_tolerance), last_lag, 0)
+        slack = np.maximum(allowed, at_commit)
+        seen = history.last_time_at_or_below(last_off + slack).astype(np.float64)
+        stop_clock = np.maximum(last_ts, seen)
+    stop_due = filled & ((now - stop_clock) > (last_ts - first_ts))
+
+    status = np.full(p, Status.OK, dtype=np.int8)
+    judged = filled & ~caught_up
+    is_stop = judged & stop_due & ~recent_lag_zero
+    is_rewind = judged & ~is_stop & has_rewind & ~rewind_recovered
+    rest = judged & ~is_stop & ~is_rewind & lag_always_not_zero
+    status[rest & lag_not_decreasing] = Status.WARN
+    status[rest & stalled] = Status.STALL  # STALL is checked before WARN in Burrow
+    status[is_rewind] = Status.REWIND
+    status[is_stop] = Status.STOP
+
+    complete = cnt.astype(np.float64) / float(w.window_size)
+    return PartitionResults(
+        status=status,
+        complete=complete,
+        lag_always_not_zero=lag_always_not_zero,
+        rewind_index=rewind_index,
+        rewind_recovered=rewind_recovered,
+        stopped=stopped,
+        stalled=stalled,
+        lag_not_decreasing=lag_not_decreasing,
+        recent_lag_zero=recent_lag_zero,
+        caught_up=caught_up,
+        markers_only=markers_only,
+        stop_clock_ms=np.asarray(stop_clock, dtype=np.float64),
+    )
+
+
+class GroupIndex:
+    """Which group each partition belongs to, sorted once; every group reduction (status,
+    lag, lag seconds) reuses the order as segment reductions (``ufunc.reduceat``).
+
+    ``group_ids[P]`` in ``[0, n_groups)``, any order. Groups with no partitions are allowed.
+    """
+
+    __slots__ = ("n_groups", "order", "counts", "starts", "nonempty", "_starts_ne", "_size")
+
+    def __init__(self, group_ids: npt.ArrayLike, n_groups: int | None = None) -> None:
+        gid = np.asarray(group_ids, dtype=np.int64).ravel()
+        g = int(gid.max()) + 1 if n_groups is None and gid.size else int(n_groups or 0)
+        if gid.size and (gid.min() < 0 or gid.max() >= g):
+            raise ValueError(f"group ids must lie in [0, {g})")
+        self.n_groups = g
+        self._size = int(gid.size)
+        presorted = gid.size < 2 or bool(np.all(gid[1:] >= gid[:-1]))
+        self.order: IntArray | None = None if presorted else np.argsort(gid, kind="stable")
+        self.counts: IntArray = np.bincount(gid, minlength=g).astype(np.int64)
+        self.starts: IntArray = np.concatenate(([0], np.cumsum(self.counts)[:-1])).astype(np.int64)[
+            :g
+        ]
+        self.nonempty: BoolArray = self.counts > 0
+        self._starts_ne = self.starts[self.nonempty]
+
+    def _sorted(self, values: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+        if values.shape[0] != self._size:
+            raise ValueError(f"{values.shape[0]} values for {self._size} partitions")
+        return values if self.order is None else values[self.order]
+
+    def _reduce(self, ufunc: np.ufunc, values: npt.ArrayLike, empty: float) -> npt.NDArray:
+        v = self._sorted(np.asarray(values))
+        out = np.full(self.n_groups, empty, dtype=v.dtype)
+        if self._starts_ne.size:
+            out[self.nonempty] = ufunc.reduceat(v, self._starts_ne)
+        return out
+
+    def max(self, values: npt.ArrayLike, empty: float = 0) -> npt.NDArray:
+        return self._reduce(np.maximum, values, empty)
+
+    def sum(self, values: npt.ArrayLike) -> npt.NDArray:
+        return self._reduce(np.add, values, 0)
+
+    def argmax(self, values: npt.ArrayLike) -> IntArray:
+        """Index (into the input partition arrays) of each group's largest value, the first in
+        input order among ties as Burrow's loop picks it; -1 for an empty group."""
+        v = self._sorted(np.asarray(values))
+        out = np.full(self.n_groups, -1, dtype=np.int64)
+        if not self._starts_ne.size:
+            return out
+        top = np.maximum.reduceat(v, self._starts_ne)
+        pos = np.arange(v.shape[0], dtype=np.int64)
+        hit = v == np.repeat(top, self.counts[self.nonempty])
+        first = np.minimum.reduceat(np.where(hit, pos, v.shape[0]), self._starts_ne)
+        out[self.nonempty] = first if self.order is None else self.order[first]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResults:
+    """Per-group results, ``[G]`` arrays. ``status`` holds :class:`Status` codes, or
+    :class:`BurrowStatus` codes when ``burrow`` is True (option (c)). ``maxlag``: index of the
+    partition with the largest current lag (-1: no partitions). An empty group is OK with
+    ``complete`` 0, as in Burrow (a group whose topics were all deleted)."""
+
+    status: StatusArray
+    burrow: bool
+    maxlag: IntArray
+    totallag: IntArray
+    complete: FloatArray
+    partition_count: IntArray
+
+    def status_names(self) -> list[str]:
+        enum: type[IntEnum] = BurrowStatus if self.burrow else Status
+        names = [m.name for m in sorted(enum, key=int)]
+        return [names[s] for s in self.status.tolist()]
+
+
+def evaluate_groups(
+    partitions: PartitionResults,
+    current_lag: npt.ArrayLike,
+    groups: GroupIndex,
+    options: RuleOptions | None = None,
+) -> GroupResults:
+    """Group status = worst partition status (see the ranking above), plus Burrow's
+    maxlag, totallag, complete (share of partitions with complete 1) and partition_count."""
+    opt = options or RuleOptions()
+    lag = np.asarray(current_lag, dtype=np.int64)
+    status = groups.max(partitions.status, empty=Status.OK).astype(np.int8)
+    if opt.burrow_err:
+        status = to_burrow(status, group=True)
+    full = groups.sum((partitions.complete >= 1.0).astype(np.int64))
+    count = groups.counts
+    complete = np.divide(full, count, out=np.zeros(groups.n_groups), where=count > 0)
+    return GroupResults(
+        status=status,
+        burrow=opt.burrow_err,
+        maxlag=groups.argmax(lag),
+        totallag=groups.sum(lag).astype(np.int64),
+        complete=complete,
+        partition_count=count.copy(),
+    )
+
+
+def evaluate(
+    w: PartitionWindows,
+    groups: GroupIndex,
+    now_ms: float | npt.ArrayLike,
+    options: RuleOptions | None = None,
+    history: LeoHistory | None = None,
+    allowed_lag: npt.ArrayLike | None = None,
+) -> tuple[PartitionResults, GroupResults]:
+    """Partitions and their groups in one call (the service's and the pipeline's entry)."""
+    parts = evaluate_partitions(w, now_ms, options, history, allowed_lag)
+    return parts, evaluate_groups(parts, w.current_lag, groups, options)
