@@ -1,0 +1,434 @@
+"""Burrow's sliding windows per group-partition and the log-end history per partition, as
+numpy struct-of-arrays, and the adapter that hands them to the evaluator in one gather.
+
+Layout (one :class:`Windows` per cluster):
+
+* Commit windows: one row per (group, topic, partition), ``[R, W]`` int64 arrays ``offsets``,
+  ``orders``, ``times_ms`` (commit time), ``observed_ms``, ``lags`` (lag at ingest, -1 when
+  no log end was known), kept oldest first and left-aligned (what the rules read, so the
+  adapter is a plain row gather), with ``counts[R]``. Per row: group id, topic id, partition,
+  log-end row, source. Rows are recycled through a free list; arrays grow by doubling.
+* Log ends: one row per (topic, partition): Burrow's ring of the last ``W`` refreshes
+  (``recent_*``, what its STOP rule reads) and a longer history of ``H`` points with flat runs
+  collapsed to their first and last point (what lag-in-seconds and the idle-aware rules read,
+  spanning quiet periods in few slots). Backward points (a stale leader) are rejected.
+
+Storage rules (Burrow's ``inmemory.go``): a newer commit (higher order) is appended, the
+oldest falling out of a full window; an older one is inserted in order, or dropped if it
+would fall out; an order already stored is a duplicate and dropped; a newer commit closer than
+``min_distance`` to the newest stored one replaces it but keeps its timestamp, so chatty
+committers do not shrink the window's time span. Orders only compare within one source, so a
+row keeps the source that created it and ignores commits from the other one.
+
+Not thread-safe: the store calls it under its lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.evaluator import LeoHistory, PartitionWindows
+
+IntArray = npt.NDArray[np.int64]
+
+UNKNOWN_LAG = -1
+_SOURCES = {"admin": 0, "offsets_topic": 1}
+_MIN = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationInput:
+    """All of a cluster's group-partitions, ready for :func:`monitor.evaluator.evaluate`,
+    sorted by group (so :class:`~monitor.evaluator.GroupIndex` needs no sort). Row ``i`` is
+    group ``group_names[group_ids[i]]``, partition
+    ``(topic_names[topic_ids[i]], partitions[i])``."""
+
+    windows: PartitionWindows
+    history: LeoHistory
+    group_ids: IntArray
+    group_names: list[str]
+    topic_ids: IntArray
+    topic_names: list[str]
+    partitions: IntArray
+
+    def topic_partition(self, i: int) -> tuple[str, int]:
+        return self.topic_names[int(self.topic_ids[i])], int(self.partitions[i])
+
+
+class Windows:
+    """One cluster's commit windows and log-end history (see the module docstring)."""
+
+    def __init__(
+        self, window: int = 10, min_distance_ms: int = 1000, history: int = 60,
+        capacity: int = 64,
+    ) -> None:
+        if window < 1 or history < 3:
+            raise ValueError("window must be >= 1 and history >= 3")
+        self.window = window
+        self.min_distance_ms = int(min_distance_ms)
+        self.history = history
+        w = window
+        # Commit windows, [R, W].
+        self.offsets = np.zeros((capacity, w), dtype=np.int64)
+        self.orders = np.zeros((capacity, w), dtype=np.int64)
+        self.times_ms = np.zeros((capacity, w), dtype=np.int64)
+        self.observed_ms = np.zeros((capacity, w), dtype=np.int64)
+        self.lags = np.zeros((capacity, w), dtype=np.int64)
+        self.counts = np.zeros(capacity, dtype=np.int64)
+        self.live = np.zeros(capacity, dtype=bool)
+        self.row_group = np.full(capacity, -1, dtype=np.int64)
+        self.row_topic = np.full(capacity, -1, dtype=np.int64)
+        self.row_partition = np.zeros(capacity, dtype=np.int64)
+        self.row_leo = np.zeros(capacity, dtype=np.int64)
+        self.row_source = np.zeros(capacity, dtype=np.int8)
+        self._free_rows: list[int] = []
+        self._next_row = 0
+        self._new_rows: list[int] = []  # allocated, not yet settled
+        self._new_keys: list[tuple[int, str, int, int]] = []
+        # Groups and topics, interned.
+        self._group_ids: dict[str, int] = {}
+        self._group_names: list[str] = []
+        self._free_groups: list[int] = []
+        self.group_last_ms = np.full(capacity, _MIN, dtype=np.int64)  # newest commit time
+        self._topic_ids: dict[str, int] = {}
+        self._topic_names: list[str] = []
+        # Log ends, one row per (topic, partition).
+        self._leo_rows: dict[tuple[str, int], int] = {}
+        self._free_leo: list[int] = []
+        self._next_leo = 0
+        self.recent = np.zeros((capacity, w), dtype=np.int64)
+        self.recent_counts = np.zeros(capacity, dtype=np.int64)
+        self.hist_offsets = np.zeros((capacity, history), dtype=np.int64)
+        self.hist_times_ms = np.zeros((capacity, history), dtype=np.int64)
+        self.hist_counts = np.zeros(capacity, dtype=np.int64)
+
+    # ---------------------------------------------------------------- allocation
+
+    @staticmethod
+    def _grow(arr: npt.NDArray, size: int, fill: int = 0) -> npt.NDArray:
+        # zeros (calloc) leaves untouched pages unmapped; only the tail needs a fill.
+        new = np.zeros((size, *arr.shape[1:]), dtype=arr.dtype)
+        new[: arr.shape[0]] = arr
+        if fill:
+            new[arr.shape[0] :] = fill
+        return new
+
+    def group_id(self, name: str) -> int:
+        """The group's id, created on first use (ids are recycled after :meth:`drop_group`)."""
+        gid = self._group_ids.get(name)
+        if gid is not None:
+            return gid
+        if self._free_groups:
+            gid = self._free_groups.pop()
+            self._group_names[gid] = name
+        else:
+            gid = len(self._group_names)
+            self._group_names.append(name)
+            if gid >= self.group_last_ms.shape[0]:
+                self.group_last_ms = self._grow(self.group_last_ms, 2 * (gid + 1), _MIN)
+        self.group_last_ms[gid] = _MIN
+        self._group_ids[name] = gid
+        return gid
+
+    def _topic_id(self, topic: str) -> int:
+        tid = self._topic_ids.get(topic)
+        if tid is None:
+            tid = self._topic_ids[topic] = len(self._topic_names)
+            self._topic_names.append(topic)
+        return tid
+
+    def leo_row(self, topic: str, partition: int) -> int:
+        """The partition's log-end row, created on first use."""
+        tp = (topic, partition)
+        row = self._leo_rows.get(tp)
+        if row is not None:
+            return row
+        if self._free_leo:
+            row = self._free_leo.pop()
+            self.recent_counts[row] = 0
+            self.hist_counts[row] = 0
+        else:  # fresh rows past the high mark are zero: nothing to reset
+            row = self._next_leo
+            self._next_leo += 1
+            if row >= self.recent.shape[0]:
+                size = 2 * (row + 1)
+                self.recent = self._grow(self.recent, size)
+                self.recent_counts = self._grow(self.recent_counts, size)
+                self.hist_offsets = self._grow(self.hist_offsets, size)
+                self.hist_times_ms = self._grow(self.hist_times_ms, size)
+                self.hist_counts = self._grow(self.hist_counts, size)
+        self._leo_rows[tp] = row
+        return row
+
+    def allocate(self, group_id: int, topic: str, partition: int, source: str) -> int:
+        """A new, empty window row for one group-partition; commits of ``source`` feed it.
+        Hot path (every new group-partition): only the row number is decided here; the row's
+        arrays are set for all new rows at once by :meth:`_settle`."""
+        if self._free_rows:
+            row = self._free_rows.pop()
+        else:
+            row = self._next_row
+            self._next_row += 1
+            if row >= self.counts.shape[0]:
+                size = 2 * (row + 1)
+                for name in (
+                    "offsets", "orders", "times_ms", "observed_ms", "lags", "counts", "live",
+                    "row_partition", "row_leo", "row_source",
+                ):
+                    setattr(self, name, self._grow(getattr(self, name), size))
+                self.row_group = self._grow(self.row_group, size, -1)
+                self.row_topic = self._grow(self.row_topic, size, -1)
+        self._new_rows.append(row)
+        self._new_keys.append((group_id, topic, partition, _SOURCES[source]))
+        return row
+
+    def _settle(self) -> None:
+        """Initialise the rows :meth:`allocate` handed out, vectorised."""
+        if not self._new_rows:
+            return
+        rows = np.array(self._new_rows, dtype=np.int64)
+        keys = self._new_keys
+        topic_id, leo_row = self._topic_id, self.leo_row
+        self.counts[rows] = 0
+        self.live[rows] = True
+        self.row_group[rows] = [k[0] for k in keys]
+        self.row_topic[rows] = [topic_id(k[1]) for k in keys]
+        self.row_partition[rows] = [k[2] for k in keys]
+        self.row_leo[rows] = [leo_row(k[1], k[2]) for k in keys]
+        self.row_source[rows] = [k[3] for k in keys]
+        self._new_rows = []
+        self._new_keys = []
+
+    def free_rows(self, rows: npt.ArrayLike) -> None:
+        self._settle()
+        r = np.asarray(rows, dtype=np.int64)
+        r = r[self.live[r]]
+        self.live[r] = False
+        self.counts[r] = 0
+        self.row_group[r] = -1
+        self.row_topic[r] = -1
+        self._free_rows.extend(r.tolist())
+
+    def drop_group(self, name: str) -> None:
+        """Forget a group: its rows and its id."""
+        self._settle()
+        gid = self._group_ids.pop(name, None)
+        if gid is None:
+            return
+        self.free_rows(np.flatnonzero(self.row_group == gid))
+        self._group_names[gid] = ""
+        self._free_groups.append(gid)
+
+    def drop_topics(self, topics: set[str]) -> None:
+        """A deleted topic leaves every group and the log-end data."""
+        self._settle()
+        tids = [self._topic_ids[t] for t in topics if t in self._topic_ids]
+        if tids:
+            self.free_rows(np.flatnonzero(np.isin(self.row_topic, tids)))
+        for tp in [tp for tp in self._leo_rows if tp[0] in topics]:
+            self._free_leo.append(self._leo_rows.pop(tp))
+
+    def expired_groups(self, now_ms: int, expire_ms: int) -> list[str]:
+        """Groups whose newest commit is older than ``expire_ms`` (groups never committed to,
+        with id but no commit, are not reported: membership decides their life)."""
+        self._settle()
+        n = len(self._group_names)
+        last = self.group_last_ms[:n]
+        old = np.flatnonzero((last != _MIN) & (last < now_ms - expire_ms))
+        return [self._group_names[g] for g in old.tolist() if self._group_names[g]]
+
+    # ---------------------------------------------------------------- ingest
+
+    def put_log_ends(self, leo_rows: npt.ArrayLike, ends: npt.ArrayLike, t_ms: int) -> None:
+        """One refresh round (one point per partition). A point below the newest stored one,
+        or older in time, is rejected; a point extending a flat run moves the run's end."""
+        r = np.asarray(leo_rows, dtype=np.int64)
+        e = np.asarray(ends, dtype=np.int64)
+        if r.size == 0:
+            return
+        cnt = self.hist_counts[r]
+        last = np.maximum(cnt - 1, 0)
+        newest = np.where(cnt > 0, self.hist_offsets[r, last], _MIN)
+        newest_t = np.where(cnt > 0, self.hist_times_ms[r, last], _MIN)
+        ok = (e >= newest) & (t_ms >= newest_t)
+        r, e, cnt, last = r[ok], e[ok], cnt[ok], last[ok]
+        # Burrow's ring of the last W refreshes.
+        self._push(r, self.recent_counts, (self.recent,), (e,))
+        # History: a flat run keeps its first and last point.
+        prev = np.where(cnt >= 2, self.hist_offsets[r, np.maximum(cnt - 2, 0)], _MIN)
+        flat = (cnt >= 2) & (e == self.hist_offsets[r, last]) & (e == prev)
+        self.hist_times_ms[r[flat], last[flat]] = t_ms
+        grow = ~flat
+        t = np.full(int(grow.sum()), t_ms, dtype=np.int64)
+        self._push(r[grow], self.hist_counts, (self.hist_offsets, self.hist_times_ms), (e[grow], t))
+
+    @staticmethod
+    def _push(
+        rows: IntArray, counts: IntArray, arrays: tuple[IntArray, ...], values: tuple[IntArray, ...]
+    ) -> None:
+        """Append one value per (unique) row, shifting full rows left."""
+        width = arrays[0].shape[1]
+        cnt = counts[rows]
+        full = rows[cnt >= width]
+        for arr in arrays:
+            arr[full, :-1] = arr[full, 1:]
+        pos = np.minimum(cnt, width - 1)
+        for arr, val in zip(arrays, values, strict=True):
+            arr[rows, pos] = val
+        counts[rows] = np.minimum(cnt + 1, width)
+
+    def lag_at_ingest(self, rows: IntArray, offsets: IntArray) -> IntArray:
+        """Newest log end - offset, floored at 0; -1 where no log end is known yet."""
+        leo = self.row_leo[rows]
+        cnt = self.hist_counts[leo]
+        newest = self.hist_offsets[leo, np.maximum(cnt - 1, 0)]
+        return np.where(cnt > 0, np.maximum(newest - offsets, 0), UNKNOWN_LAG)
+
+    def put_commits(
+        self, rows: npt.ArrayLike, offsets: npt.ArrayLike, times_ms: npt.ArrayLike,
+        orders: npt.ArrayLike, observed_ms: int, source: str,
+    ) -> None:
+        """Apply a batch of commits (in arrival order, rows may repeat) by the storage rules.
+        Vectorised: the batch is split into generations in which each row occurs once (the
+        k-th commit of every row), applied in order."""
+        self._settle()
+        r = np.asarray(rows, dtype=np.int64)
+        n = r.size
+        if n == 0:
+            return
+        off = np.asarray(offsets, dtype=np.int64)
+        ts = np.asarray(times_ms, dtype=np.int64)
+        order = np.asarray(orders, dtype=np.int64)
+        keep = self.row_source[r] == _SOURCES[source]
+        if not keep.all():
+            r, off, ts, order = r[keep], off[keep], ts[keep], order[keep]
+            n = r.size
+            if n == 0:
+                return
+        np.maximum.at(self.group_last_ms, self.row_group[r], ts)
+        by_row = np.argsort(r, kind="stable")
+        sr = r[by_row]
+        starts = np.empty(n, dtype=bool)
+        starts[0] = True
+        np.not_equal(sr[1:], sr[:-1], out=starts[1:])
+        if starts.all():  # every row once: one generation
+            self._apply_unique(r, off, ts, order, observed_ms)
+            return
+        idx = np.arange(n)
+        occ_sorted = idx - np.maximum.accumulate(np.where(starts, idx, 0))
+        occ = np.empty(n, dtype=np.int64)
+        occ[by_row] = occ_sorted
+        seq = np.lexsort((idx, occ))  # by generation, then arrival
+        bounds = np.cumsum(np.bincount(occ))
+        lo = 0
+        for hi in bounds.tolist():
+            sel = seq[lo:hi]
+            self._apply_unique(r[sel], off[sel], ts[sel], order[sel], observed_ms)
+            lo = hi
+
+    def _apply_unique(
+        self, r: IntArray, off: IntArray, ts: IntArray, order: IntArray, observed_ms: int
+    ) -> None:
+        w = self.window
+        lag = self.lag_at_ingest(r, off)
+        cnt = self.counts[r]
+        has = cnt > 0
+        last = np.maximum(cnt - 1, 0)
+        valid = np.arange(w) < cnt[:, None]
+        dup = np.any(valid & (self.orders[r] == order[:, None]), axis=1)
+        newer = ~dup & (~has | (order > self.orders[r, last]))
+        older = ~dup & ~newer
+        replace = newer & has & (ts - self.times_ms[r, last] < self.min_distance_ms)
+        if replace.any():
+            rr, lr = r[replace], last[replace]
+            self.offsets[rr, lr] = off[replace]
+            self.orders[rr, lr] = order[replace]
+            self.observed_ms[rr, lr] = observed_ms
+            self.lags[rr, lr] = lag[replace]
+        app = newer & ~replace
+        if app.any():
+            obs = np.full(int(app.sum()), observed_ms, dtype=np.int64)
+            self._push(
+                r[app], self.counts,
+                (self.offsets, self.orders, self.times_ms, self.observed_ms, self.lags),
+                (off[app], order[app], ts[app], obs, lag[app]),
+            )
+        for i in np.flatnonzero(older).tolist():  # rare: out-of-order arrivals
+            self._insert(int(r[i]), int(off[i]), int(ts[i]), int(order[i]), observed_ms,
+                         int(lag[i]))
+
+    def _insert(self, row: int, off: int, ts: int, order: int, obs: int, lag: int) -> None:
+        """An older commit goes where its order puts it; if the window is full the oldest
+        entry leaves, and a commit older than all of a full window is dropped."""
+        w = self.window
+        cnt = int(self.counts[row])
+        pos = int(np.searchsorted(self.orders[row, :cnt], order))
+        arrays = (self.offsets, self.orders, self.times_ms, self.observed_ms, self.lags)
+        values = (off, order, ts, obs, lag)
+        if cnt < w:
+            for arr, val in zip(arrays, values, strict=True):
+                arr[row, pos + 1 : cnt + 1] = arr[row, pos:cnt].copy()
+                arr[row, pos] = val
+            self.counts[row] = cnt + 1
+        elif pos > 0:
+            for arr, val in zip(arrays, values, strict=True):
+                arr[row, : pos - 1] = arr[row, 1:pos].copy()
+                arr[row, pos - 1] = val
+
+    # ---------------------------------------------------------------- read
+
+    def row_window(self, row: int) -> dict[str, list[int]]:
+        """One row's window as lists (tests, diagnostics)."""
+        self._settle()
+        n = int(self.counts[row])
+        return {
+            "offsets": self.offsets[row, :n].tolist(),
+            "orders": self.orders[row, :n].tolist(),
+            "times_ms": self.times_ms[row, :n].tolist(),
+            "observed_ms": self.observed_ms[row, :n].tolist(),
+            "lags": self.lags[row, :n].tolist(),
+        }
+
+    def log_end_history(self, topic: str, partition: int) -> tuple[list[int], list[int]]:
+        """A partition's (offsets, times_ms) history (tests, diagnostics)."""
+        row = self._leo_rows.get((topic, partition))
+        if row is None:
+            return [], []
+        n = int(self.hist_counts[row])
+        return self.hist_offsets[row, :n].tolist(), self.hist_times_ms[row, :n].tolist()
+
+    def evaluation_input(self) -> EvaluationInput:
+        """Every non-empty window with its log-end data, in one vectorised gather."""
+        self._settle()
+        n = self._next_row
+        rows = np.flatnonzero(self.live[:n] & (self.counts[:n] > 0))
+        used, dense = np.unique(self.row_group[rows], return_inverse=True)
+        names = [self._group_names[g] for g in used.tolist()]
+        # Groups numbered by name, rows sorted by group: stable output, presorted GroupIndex.
+        by_name = sorted(range(len(names)), key=names.__getitem__)
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[by_name] = np.arange(len(names))
+        names = [names[i] for i in by_name]
+        gid = rank[dense.reshape(-1)]
+        sort = np.argsort(gid, kind="stable")
+        rows, gid = rows[sort], gid[sort]
+        cnt = self.counts[rows]
+        off = self.offsets[rows]
+        last_off = off[np.arange(rows.size), np.maximum(cnt - 1, 0)]
+        leo = self.row_leo[rows]
+        hcnt = self.hist_counts[leo]
+        newest = self.hist_offsets[leo, np.maximum(hcnt - 1, 0)]
+        current = np.where(hcnt > 0, np.maximum(newest - last_off, 0), 0)
+        args = (off, self.times_ms[rows], self.lags[rows], cnt, current,
+                self.recent[leo], self.recent_counts[leo], self.window)
+        # from_arrays cannot reshape an empty batch; its checks are moot there anyway.
+        windows = PartitionWindows.from_arrays(*args) if rows.size else PartitionWindows(*args)
+        # Stored history is already monotone and left-aligned: no repair pass needed.
+        history = LeoHistory(self.hist_offsets[leo], self.hist_times_ms[leo], hcnt)
+        return EvaluationInput(
+            windows, history, gid, names,
+            self.row_topic[rows], list(self._topic_names), self.row_partition[rows],
+        )
