@@ -153,14 +153,15 @@ class Store:
             known = cluster.metadata.topics if cluster.metadata is not None else None
             at = offsets.observed_at
             windows = cluster.windows
-            log_ends: dict[tuple[str, int], int] = {}
+            log_ends: dict[tuple[str, int], int] = {}  # only filled when windows are kept
             for topic, partition, start, end in zip(
                 offsets.topics, offsets.partitions, offsets.log_start, offsets.log_end,
                 strict=True,
             ):
                 if known is None or topic in known:
                     stored[(topic, partition)] = PartitionOffsets(start, end, at)
-                    log_ends[(topic, partition)] = end
+                    if windows is not None:
+                        log_ends[(topic, partition)] = end
             if log_ends and windows is not None:
                 leo_row = windows.leo_row
                 windows.put_log_ends(
