@@ -70,13 +70,14 @@ def make_data(groups: int, per_group: int, width: int, ring: int, seed: int) -> 
     counts = np.where(rng.random(p) < 0.05, rng.integers(0, width, size=p), width)
     broker = leo[:, None] - rng.integers(0, 200, size=(p, ring)) * (kind != 0)[:, None]
     current = np.maximum(leo - offsets[:, -1], 0)
+    f = np.asfortranarray  # the layout the store hands to the evaluator
     return dict(
-        offsets=offsets,
-        timestamps_ms=ts,
-        lags=lags,
+        offsets=f(offsets),
+        timestamps_ms=f(ts),
+        lags=f(lags),
         counts=counts,
         current_lag=current,
-        broker_offsets=broker,
+        broker_offsets=f(broker),
         group_ids=np.repeat(np.arange(groups), per_group),
         leo=leo,
     )

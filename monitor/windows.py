@@ -400,6 +400,12 @@ class Windows:
         n = int(self.hist_counts[row])
         return self.hist_offsets[row, :n].tolist(), self.hist_times_ms[row, :n].tolist()
 
+    @staticmethod
+    def _gather_f(arr: IntArray, rows: IntArray) -> IntArray:
+        """Rows of ``arr`` in the evaluator's slot-major (Fortran) layout, in one copy."""
+        out = np.empty((rows.size, arr.shape[1]), dtype=arr.dtype, order="F")
+        return np.take(arr, rows, axis=0, out=out)
+
     def evaluation_input(self) -> EvaluationInput:
         """Every non-empty window with its log-end data, in one vectorised gather."""
         self._settle()
@@ -416,14 +422,14 @@ class Windows:
         sort = np.argsort(gid, kind="stable")
         rows, gid = rows[sort], gid[sort]
         cnt = self.counts[rows]
-        off = self.offsets[rows]
-        last_off = off[np.arange(rows.size), np.maximum(cnt - 1, 0)]
+        last_off = self.offsets[rows, np.maximum(cnt - 1, 0)]
         leo = self.row_leo[rows]
         hcnt = self.hist_counts[leo]
         newest = self.hist_offsets[leo, np.maximum(hcnt - 1, 0)]
         current = np.where(hcnt > 0, np.maximum(newest - last_off, 0), 0)
-        args = (off, self.times_ms[rows], self.lags[rows], cnt, current,
-                self.recent[leo], self.recent_counts[leo], self.window)
+        args = (self._gather_f(self.offsets, rows), self._gather_f(self.times_ms, rows),
+                self._gather_f(self.lags, rows), cnt, current,
+                self._gather_f(self.recent, leo), self.recent_counts[leo], self.window)
         # from_arrays cannot reshape an empty batch; its checks are moot there anyway.
         windows = PartitionWindows.from_arrays(*args) if rows.size else PartitionWindows(*args)
         # Stored history is already monotone and left-aligned: no repair pass needed.
