@@ -30,6 +30,8 @@ from pydantic import (
     model_validator,
 )
 
+from monitor.jmx_metrics import DEFAULT_MBEANS
+
 # --------------------------------------------------------------------------------------------
 # Field types
 # --------------------------------------------------------------------------------------------
@@ -115,6 +117,7 @@ Regex = Annotated[
 
 _HOST_PORT_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+_MBEAN_QUERY_RE = re.compile(r"^[^:;/=,]+:[^:;/=,]+=[^;/]+(/[^;/]+)?$")
 
 
 class _Model(BaseModel):
@@ -287,7 +290,23 @@ class CollectorsConfig(_Model):
     group_offsets_interval: Duration = 10.0
     jmx_interval: Duration = 30.0
     jmx_timeout: Duration = 10.0
+    jmx_mbeans: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_MBEANS), min_length=1,
+        description="jmxquery queries, objectName[/attribute], wildcards allowed; all of them "
+        "are read in one call per broker",
+    )
     group_concurrency: int = Field(default=8, ge=1, le=256)
+
+    @field_validator("jmx_mbeans")
+    @classmethod
+    def _mbean_queries(cls, queries: list[str]) -> list[str]:
+        for query in queries:
+            if not _MBEAN_QUERY_RE.match(query):
+                raise ValueError(
+                    f"expected domain:key=value[,key=value...][/attribute] without ';', "
+                    f"got {query!r}"
+                )
+        return queries
 
 
 class EvaluatorConfig(_Model):
@@ -304,6 +323,11 @@ class EvaluatorConfig(_Model):
         description="STOP's clock starts when the log end was last seen at the committed "
         "offset, not at the last commit: no false STOP on idle or slow topics",
     )
+    idle_stop_grace: Duration = Field(
+        default=60.0,
+        description="least time a consumer seen caught up after its last commit gets to "
+        "react to new data before STOP (it commits only on progress)",
+    )
     marker_tolerance: int = Field(
         default=1, ge=0,
         description="a lag this small, with no record since the commit, is a transaction "
@@ -311,6 +335,14 @@ class EvaluatorConfig(_Model):
     )
     burrow_status: bool = Field(
         default=False, description="report group status as Burrow does (STOP/STALL/REWIND -> ERR)"
+    )
+    live_member_stall: bool = Field(
+        default=True,
+        description="a partition that would be STOP while the group has live members is "
+        "STALL: the consumer is there but does not move",
+    )
+    interval: Duration = Field(
+        default=5.0, gt=0, description="how often every group is re-evaluated"
     )
 
 
@@ -345,6 +377,19 @@ class LoggingConfig(_Model):
     format: Literal["json", "text"] = "json"
 
 
+class HealthConfig(_Model):
+    """Broker and cluster health thresholds (request-handler idle is a fraction, 0..1)."""
+
+    request_handler_idle_warn: float = Field(default=0.20, gt=0, lt=1)
+    request_handler_idle_err: float = Field(default=0.10, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> HealthConfig:
+        if self.request_handler_idle_err > self.request_handler_idle_warn:
+            raise ValueError("request_handler_idle_err must not exceed request_handler_idle_warn")
+        return self
+
+
 class MonitorConfig(_Model):
     clusters: list[ClusterConfig] = Field(min_length=1)
     collectors: CollectorsConfig = Field(default_factory=CollectorsConfig)
@@ -353,6 +398,7 @@ class MonitorConfig(_Model):
     mirrors: list[MirrorConfig] = Field(default_factory=list)
     http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
 
     @model_validator(mode="after")
     def _references(self) -> MonitorConfig:

@@ -13,6 +13,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from monitor.health_metrics import cluster_health, thresholds_for
 
 if TYPE_CHECKING:
     from monitor.service import Service
@@ -85,9 +88,30 @@ async def ready(request: web.Request) -> web.Response:
     return reply(request, {"message": "ready", "waiting_for": []})
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus exposition of the service's registry (served from cached results)."""
+    body = generate_latest(request.app[SERVICE_KEY].registry)
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+    return response
+
+
+async def cluster_health_view(request: web.Request) -> web.Response:
+    """Our extension to the v3 API: broker and cluster health (status, reasons, metadata
+    diagnosis, per-broker JMX) of one cluster."""
+    service = request.app[SERVICE_KEY]
+    name = request.match_info["cluster"]
+    if name not in {c.name for c in service.config.clusters}:
+        return reply(request, {"message": "cluster not found"}, status=404)
+    health = cluster_health(service.store, name, thresholds_for(service.config))
+    return reply(request, {"message": "cluster health returned", "health": health.as_dict()})
+
+
 def build_app(service: Service) -> web.Application:
     app = web.Application(middlewares=[json_errors], client_max_size=64 * 1024)
     app[SERVICE_KEY] = service
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/ready", ready)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v3/kafka/{cluster}/health", cluster_health_view)
     return app

@@ -18,13 +18,17 @@ from typing import TypeVar
 
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from prometheus_client import CollectorRegistry
 
 from monitor.collectors.base import Collector
 from monitor.collectors.broker_offsets import BrokerOffsetsCollector
 from monitor.collectors.group_offsets import GroupOffsetsCollector
+from monitor.collectors.jmx import JmxCollector
 from monitor.collectors.metadata import MetadataCollector
 from monitor.collectors.offsets_topic import OffsetsTopicCollector
 from monitor.config import MonitorConfig
+from monitor.evaluation import Evaluator
+from monitor.health_metrics import HealthMetrics
 from monitor.httpserver import build_app
 from monitor.store import Store
 
@@ -55,6 +59,13 @@ def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
             )
         if cluster.offsets_source in ("offsets_topic", "both"):
             collectors.append(OffsetsTopicCollector(cluster, store))
+        if cluster.jmx:
+            collectors.append(
+                JmxCollector(
+                    cluster, intervals.jmx_interval, intervals.jmx_timeout, store,
+                    intervals.jmx_mbeans,
+                )
+            )
     return collectors
 
 
@@ -92,10 +103,19 @@ class Service:
         collectors: list[Collector] | None = None,
     ) -> None:
         self.config = config
-        self.store = store if store is not None else Store()
+        self.store = store if store is not None else Store(config.evaluator)
         self.collectors = (
             collectors if collectors is not None else build_collectors(config, self.store)
         )
+        self.evaluator = Evaluator(
+            self.store,
+            config.evaluator,
+            freshness=self._offsets_topic_freshness,
+            # A group read by the Admin API is stale after three missed rounds.
+            stale_after=3 * config.collectors.group_offsets_interval + config.evaluator.interval,
+        )
+        self.registry = CollectorRegistry()
+        self.registry.register(HealthMetrics(self.store, config))
         self.started_at = time.time()
         self.http_port: int | None = None
         self._scheduler: AsyncIOScheduler | None = None
@@ -122,6 +142,16 @@ class Service:
                 coalesce=True,
                 misfire_grace_time=None,
             )
+        self._scheduler.add_job(
+            self._run_evaluation,
+            "interval",
+            seconds=self.config.evaluator.interval,
+            id="evaluator",
+            next_run_time=now,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
         self._scheduler.start()
         _log.info(
             "service started",
@@ -134,6 +164,20 @@ class Service:
 
     async def _run_collector(self, collector: Collector) -> None:
         await run_in_daemon_thread(collector.run_once, name=collector.name)
+
+    async def _run_evaluation(self) -> None:
+        try:
+            await run_in_daemon_thread(self.evaluator.run_once, name="evaluator")
+        except Exception:  # a bug must not stop the schedule; the last results stay served
+            _log.exception("evaluation failed")
+
+    def _offsets_topic_freshness(self, cluster: str) -> float | None:
+        fresh = [
+            c.fresh_at
+            for c in self.collectors
+            if isinstance(c, OffsetsTopicCollector) and c.cluster == cluster
+        ]
+        return max((f for f in fresh if f is not None), default=None)
 
     async def stop(self) -> None:
         if self._scheduler is not None:

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from monitor.cluster_health import Placement, update_placement
 from monitor.config import EvaluatorConfig
+from monitor.jmx_metrics import JmxScrape
 from monitor.observations import (
     BrokerOffsets,
     ClusterMetadata,
@@ -70,6 +72,26 @@ class _Group:
     updated_at: float = 0.0
     rows: dict[TopicPartition, int] = field(default_factory=dict)  # window row per partition
     gid: int = -1  # id in the cluster's Windows, -1 until the first commit
+    offsets_at: float = 0.0  # when its offsets were last read (any source)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """What the evaluation needs of a group besides its windows: whether a consumer is there
+    (membership) and how fresh its offsets are."""
+
+    membership: GroupMembership | None
+    offsets_at: float
+    stale_error: str | None
+
+    @property
+    def has_members(self) -> bool:
+        return _has_members(self.membership)
+
+
+def _has_members(m: GroupMembership | None) -> bool:
+    """A consumer is there: members listed, and the group not Empty or Dead."""
+    return m is not None and bool(m.members) and m.state not in ("Empty", "Dead")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +113,8 @@ class _Cluster:
     metadata: ClusterMetadata | None = None
     offsets: dict[TopicPartition, PartitionOffsets] = field(default_factory=dict)
     groups: dict[str, _Group] = field(default_factory=dict)
+    placement: Placement | None = None  # replica lists and brokers seen (broker health)
+    jmx: JmxScrape | None = None  # latest broker JMX scrape
 
 
 class Store:
@@ -128,6 +152,7 @@ class Store:
             cluster = self._cluster(metadata.cluster)
             previous = cluster.metadata
             cluster.metadata = metadata
+            cluster.placement = update_placement(cluster.placement, metadata)
             if previous is not None:
                 gone = previous.topics.keys() - metadata.topics.keys()
                 if gone:
@@ -179,7 +204,13 @@ class Store:
         sources (``both``), the commit time does. Hot path (every commit of the cluster
         passes here): commits come in runs from one group (one OffsetCommit request each), so
         the group is looked up once per run. Every commit also goes to its window (all the
-        batch's commits in one vectorised call, the rules in :mod:`monitor.windows`)."""
+        batch's commits in one vectorised call, the rules in :mod:`monitor.windows`).
+
+        The Admin API reports the committed offset every round, with no commit time: a value
+        unchanged since the last round is the same commit seen again and leaves the window
+        alone, so a commit keeps the time it was first seen and STOP's clock runs as it would
+        from the offsets topic. (Whether a consumer re-commits an unchanged offset cannot be
+        seen this way; the evaluator tells "stuck" from "gone" by the group's members.)"""
         with self._lock:
             cluster = self._cluster(batch.cluster)
             groups = cluster.groups
@@ -193,6 +224,8 @@ class Store:
             gid = -1
             row_ids: list[int] = []
             add_row = row_ids.append
+            admin = source == "admin"
+            skipped = False
             for group_name, topic, partition, offset, ms, order in zip(
                 batch.groups, batch.topics, batch.partitions, batch.offsets,
                 batch.commit_times, batch.orders,
@@ -203,6 +236,7 @@ class Store:
                     if group is None:
                         group = groups[group_name] = _Group()
                     group.updated_at = at
+                    group.offsets_at = at
                     group.stale_error = None
                     commits = group.commits
                     rows = group.rows
@@ -211,6 +245,17 @@ class Store:
                     gid = group.gid
                     last_name = group_name
                 tp = (topic, partition)
+                previous = commits.get(tp)
+                if (
+                    admin
+                    and previous is not None
+                    and previous.offset == offset
+                    and previous.source == source
+                ):
+                    if track:
+                        add_row(-1)  # seen again, not committed again
+                        skipped = True
+                    continue
                 if track:
                     row = rows.get(tp)
                     if row is None:
@@ -218,7 +263,6 @@ class Store:
                         row = rows[tp] = windows.allocate(gid, topic, partition, source)
                     add_row(row)
                 when = at if ms is None else ms / 1000.0
-                previous = commits.get(tp)
                 if previous is not None and (
                     order < previous.order
                     if previous.source == source
@@ -231,9 +275,16 @@ class Store:
                 times = np.array(batch.commit_times, dtype=np.float64)  # None -> nan
                 if source == "admin" or np.isnan(times).any():
                     times = np.where(np.isnan(times), at_ms, times)
+                row_arr = np.array(row_ids, dtype=np.int64)
+                offsets = np.array(batch.offsets, dtype=np.int64)
+                orders = np.array(batch.orders, dtype=np.int64)
+                if skipped:
+                    keep = row_arr >= 0
+                    row_arr, offsets, times, orders = (
+                        row_arr[keep], offsets[keep], times[keep], orders[keep]
+                    )
                 windows.put_commits(
-                    np.array(row_ids, dtype=np.int64), np.array(batch.offsets, dtype=np.int64),
-                    times.astype(np.int64), np.array(batch.orders, dtype=np.int64), at_ms, source,
+                    row_arr, offsets, times.astype(np.int64), orders, at_ms, source
                 )
 
     def put_group(self, membership: GroupMembership) -> None:
@@ -306,6 +357,17 @@ class Store:
                 return None
             return state.windows.evaluation_input()
 
+    def group_states(self, cluster: str) -> dict[str, GroupState]:
+        """Every group's membership and offsets freshness, in one locked pass."""
+        with self._lock:
+            state = self._clusters.get(cluster)
+            if state is None:
+                return {}
+            return {
+                name: GroupState(g.membership, g.offsets_at, g.stale_error)
+                for name, g in state.groups.items()
+            }
+
     def clusters(self) -> list[str]:
         with self._lock:
             return sorted(self._clusters)
@@ -314,6 +376,21 @@ class Store:
         with self._lock:
             state = self._clusters.get(cluster)
             return state.metadata if state is not None else None
+
+    def put_broker_jmx(self, scrape: JmxScrape) -> None:
+        """The latest JMX scrape of a cluster's brokers (failures included, per broker)."""
+        with self._lock:
+            self._cluster(scrape.cluster).jmx = scrape
+
+    def broker_health_input(
+        self, cluster: str
+    ) -> tuple[ClusterMetadata | None, Placement | None, JmxScrape | None]:
+        """What broker health is judged on: metadata, its placement memory, the JMX scrape."""
+        with self._lock:
+            state = self._clusters.get(cluster)
+            if state is None:
+                return None, None, None
+            return state.metadata, state.placement, state.jmx
 
     def broker_offsets(self, cluster: str) -> dict[TopicPartition, PartitionOffsets]:
         with self._lock:

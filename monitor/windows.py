@@ -53,6 +53,8 @@ class EvaluationInput:
     topic_ids: IntArray
     topic_names: list[str]
     partitions: IntArray
+    first_observed_ms: IntArray  # when the window's oldest and newest commits were seen
+    last_observed_ms: IntArray
 
     def topic_partition(self, i: int) -> tuple[str, int]:
         return self.topic_names[int(self.topic_ids[i])], int(self.partitions[i])
@@ -422,7 +424,8 @@ class Windows:
         sort = np.argsort(gid, kind="stable")
         rows, gid = rows[sort], gid[sort]
         cnt = self.counts[rows]
-        last_off = self.offsets[rows, np.maximum(cnt - 1, 0)]
+        last_slot = np.maximum(cnt - 1, 0)
+        last_off = self.offsets[rows, last_slot]
         leo = self.row_leo[rows]
         hcnt = self.hist_counts[leo]
         newest = self.hist_offsets[leo, np.maximum(hcnt - 1, 0)]
@@ -437,4 +440,5 @@ class Windows:
         return EvaluationInput(
             windows, history, gid, names,
             self.row_topic[rows], list(self._topic_names), self.row_partition[rows],
+            self.observed_ms[rows, 0], self.observed_ms[rows, last_slot],
         )

@@ -211,6 +211,7 @@ class OffsetsTopicCollector(Collector):
         self._high: dict[int, int] = {}
         self._assigned_at: float | None = None
         self._caught_up_at: float | None = None
+        self._fresh_at: float | None = None
         self._catch_up_seconds: float | None = None
         self._records_read = 0
         self._last_record_at: float | None = None
@@ -242,6 +243,13 @@ class OffsetsTopicCollector(Collector):
     def ready(self) -> bool:
         """True from the first catch-up to the end of the topic on."""
         return self._caught_up_at is not None
+
+    @property
+    def fresh_at(self) -> float | None:
+        """Unix time up to which every commit is known to have been read: the reader's last
+        error-free pass after its first catch-up (None before). The evaluator stops STOP's
+        clocks there, so an outage of the reader is never taken for silent consumers."""
+        return self._fresh_at
 
     @property
     def progress(self) -> ReaderProgress:
@@ -651,6 +659,8 @@ class OffsetsTopicCollector(Collector):
                     self._high[p] = max(high, self._high.get(p, 0))
         self._progress = self._snapshot_progress()
         self._stats = self._snapshot_stats()
+        if consumer is not None and self._caught_up_at is not None and not self._failing():
+            self._fresh_at = time.time()
 
     # ------------------------------------------------------------------ the reader thread
 

@@ -24,10 +24,14 @@ turns all of them off and reproduces Burrow exactly):
     spans quiet periods), the clock starts instead at the last time the log end was *seen*
     within ``allowed_lag`` of the committed offset (or at the marker-sized gap its last
     commit already saw): a consumer only
-    has to react once there is data. It never adds a STOP Burrow would not raise. Deliberately
+    has to react once there is data, and a consumer idle after its last commit (the log end
+    stayed at its offset for longer than its usual gap between commits: it commits only on
+    progress, so its window span tells nothing of its pace) gets at least ``idle_grace_ms``
+    to react. It never adds a STOP Burrow would not raise. Deliberately
     *not* "lag at the last commit was 0 -> never STOP": that is the rule Burrow's maintainers
     rejected (PR #94) and fixed (#290, case 9) because a consumer that dies caught up would be
-    OK forever while data piles up.
+    OK forever while data piles up; here it is STOP once new data has waited past its
+    allowance.
 (b) ``marker_tolerance`` (default 1; 0 disables) -- transactional producers' commit markers
     leave a permanent lag of 1 that Burrow reports as STOP or STALL (#570, #651). A
     ``current_lag`` <= tolerance counts as caught up (rule 1) unless the log end is known to
@@ -37,6 +41,10 @@ turns all of them off and reproduces Burrow exactly):
     written, so a gap that was already there when it committed is markers, not data.
 (c) ``burrow_err`` (default off) -- report group status with Burrow's codes, STOP/STALL/REWIND
     mapped to ERR (:func:`to_burrow`).
+(d) ``live_member_stall`` (default on) -- a partition that would be STOP while a live group
+    member is there (``alive``, from the group's membership) is STALL: the consumer exists
+    but does not move. It separates "stuck" from "gone" when commits are not seen one by one
+    (the Admin API reports only the current offset), and never turns OK into an alarm.
 
 Group status is the worst partition status by :class:`Status` value:
 OK < WARN < REWIND < STALL < STOP. REWIND ranks above WARN (offsets went backwards: data is
@@ -117,16 +125,24 @@ class RuleOptions:
 
     allowed_lag: int = 0
     idle_aware_stop: bool = True  # (a) see the module docstring
+    idle_grace_ms: float = 60_000.0  # (a) least time an idle, caught-up consumer gets to react
     marker_tolerance: int = 1  # (b) 0 disables
     burrow_err: bool = False  # (c) group status in Burrow's codes (ERR)
+    live_member_stall: bool = True  # (d) STOP with a live member -> STALL
 
     def __post_init__(self) -> None:
-        if self.allowed_lag < 0 or self.marker_tolerance < 0:
-            raise ValueError("allowed_lag and marker_tolerance must be >= 0")
+        if self.allowed_lag < 0 or self.marker_tolerance < 0 or self.idle_grace_ms < 0:
+            raise ValueError("allowed_lag, marker_tolerance and idle_grace_ms must be >= 0")
 
     @classmethod
     def burrow(cls, allowed_lag: int = 0) -> RuleOptions:
-        return cls(allowed_lag, idle_aware_stop=False, marker_tolerance=0, burrow_err=True)
+        return cls(
+            allowed_lag,
+            idle_aware_stop=False,
+            marker_tolerance=0,
+            burrow_err=True,
+            live_member_stall=False,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,11 +244,15 @@ def evaluate_partitions(
     options: RuleOptions | None = None,
     history: LeoHistory | None = None,
     allowed_lag: npt.ArrayLike | None = None,
+    alive: npt.ArrayLike | None = None,
 ) -> PartitionResults:
-    """Status of P partitions in one vectorised pass. ``now_ms``: scalar or ``[P]``.
+    """Status of P partitions in one vectorised pass. ``now_ms``: scalar or ``[P]`` (a
+    per-partition "now" lets the caller stop the clocks of partitions whose data is not fresh,
+    e.g. during a broker outage: silence that is ours is not the consumer's).
     ``history`` (optional, same P): the log-end history options (a) and (b) use.
     ``allowed_lag`` (optional, scalar or ``[P]``) overrides ``options.allowed_lag``, for
-    per-group allowances in one batch."""
+    per-group allowances in one batch. ``alive`` (optional, bool scalar or ``[P]``): a live
+    member of the group is there, for option (d)."""
     opt = options or RuleOptions()
     p, width = w.offsets.shape
     allowed = np.broadcast_to(
@@ -312,6 +332,8 @@ def evaluate_partitions(
 
     # Rule 2, with (a): the STOP clock starts when the consumer last had nothing to read.
     stop_clock = last_ts
+    span = last_ts - first_ts
+    allowance = span
     if opt.idle_aware_stop and history is not None:
         # Nothing to read: within allowed lag, or at the log end the last commit saw if that
         # gap was marker-sized (it was already there when the consumer committed).
@@ -319,15 +341,28 @@ def evaluate_partitions(
         slack = np.maximum(allowed, at_commit)
         seen = history.last_time_at_or_below(last_off + slack).astype(np.float64)
         stop_clock = np.maximum(last_ts, seen)
-    stop_due = filled & ((now - stop_clock) > (last_ts - first_ts))
+        if opt.idle_grace_ms > 0:
+            # Idle: the log end stayed at its committed offset for longer than its usual gap
+            # between commits after the last one (a consumer that died mid-stream sees the
+            # log end move on within one gap). It commits only on progress, so its window
+            # span says nothing of how fast it reacts to new data: give it the grace.
+            usual_gap = span / np.maximum(cnt - 1, 1)
+            idled = (seen - last_ts) > usual_gap
+            allowance = np.where(idled, np.maximum(span, opt.idle_grace_ms), span)
+    stop_due = filled & ((now - stop_clock) > allowance)
 
     status = np.full(p, Status.OK, dtype=np.int8)
     judged = filled & ~caught_up
     is_stop = judged & stop_due & ~recent_lag_zero
+    held = np.zeros(p, dtype=bool)  # (d): would be STOP, but a consumer is there
+    if opt.live_member_stall and alive is not None:
+        held = is_stop & np.broadcast_to(np.asarray(alive, dtype=bool), (p,))
+        is_stop &= ~held
     is_rewind = judged & ~is_stop & has_rewind & ~rewind_recovered
     rest = judged & ~is_stop & ~is_rewind & lag_always_not_zero
     status[rest & lag_not_decreasing] = Status.WARN
     status[rest & stalled] = Status.STALL  # STALL is checked before WARN in Burrow
+    status[held & ~is_rewind] = Status.STALL
     status[is_rewind] = Status.REWIND
     status[is_stop] = Status.STOP
 
@@ -459,7 +494,8 @@ def evaluate(
     options: RuleOptions | None = None,
     history: LeoHistory | None = None,
     allowed_lag: npt.ArrayLike | None = None,
+    alive: npt.ArrayLike | None = None,
 ) -> tuple[PartitionResults, GroupResults]:
     """Partitions and their groups in one call (the service's and the pipeline's entry)."""
-    parts = evaluate_partitions(w, now_ms, options, history, allowed_lag)
+    parts = evaluate_partitions(w, now_ms, options, history, allowed_lag, alive)
     return parts, evaluate_groups(parts, w.current_lag, groups, options)

@@ -19,6 +19,8 @@ Consumer-group scenarios, named after the consumer status they must produce in a
 ``stopped``       consumes and commits like ``healthy`` for ``stop_after_s`` s, commits a last
                   time and closes for good: the committed offsets stay, the group has no
                   members (Kafka 0.9 reports the group as Dead and drops it from ListGroups).
+``batch``         wakes every ``period`` s, reads what is there, commits only offsets that
+                  moved and sleeps again: idle topics see no commits from it for long stretches.
 ================  ===========================================================================
 
 Commit cadence (all scenarios): offsets are committed synchronously, explicitly (auto-commit
@@ -37,6 +39,7 @@ stderr; its deprecation warnings for ``api.version.request`` / ``broker.version.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import threading
@@ -157,6 +160,9 @@ class ProducerLoad(_Worker):
     any window longer than a tick. Keys are ``<seq>``; values are ``value_size`` bytes. The
     partition count is read from metadata at start (which auto-creates a missing topic with the
     broker's ``num.partitions``). ``delivered`` counts acknowledged records per partition.
+    With ``track_acks``, :meth:`acked_at` tells when the record at an offset was acknowledged
+    (when the log end passed it, within a round trip): the truth lag in seconds is measured
+    against (0.9 records carry no timestamp).
     """
 
     def __init__(
@@ -168,6 +174,7 @@ class ProducerLoad(_Worker):
         value_size: int = 100,
         tick: float = 0.02,
         producer_config: Mapping[str, object] | None = None,
+        track_acks: bool = False,
     ) -> None:
         super().__init__(name=f"producer-{topic}")
         if rate <= 0:
@@ -183,6 +190,8 @@ class ProducerLoad(_Worker):
         self.produced = 0
         self.failed = 0
         self._delivered: dict[int, int] = {}
+        self._track_acks = track_acks
+        self._acks: dict[int, list[tuple[int, float]]] = {}  # partition -> (offset, unix time)
         self._lock = threading.Lock()
         self.ready = threading.Event()
 
@@ -197,11 +206,22 @@ class ProducerLoad(_Worker):
         with self._lock:
             return sum(self._delivered.values())
 
+    def acked_at(self, partition: int, offset: int) -> float | None:
+        """Unix time the record at ``offset`` was acknowledged (``track_acks`` only); None if
+        no such record was acknowledged (yet)."""
+        with self._lock:
+            acks = self._acks.get(partition, [])
+            i = bisect.bisect_left(acks, (offset, -1.0))
+            return acks[i][1] if i < len(acks) and acks[i][0] == offset else None
+
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         with self._lock:
             if err is None:
                 p = msg.partition() or 0
                 self._delivered[p] = self._delivered.get(p, 0) + 1
+                offset = msg.offset()
+                if self._track_acks and offset is not None and offset >= 0:
+                    bisect.insort(self._acks.setdefault(p, []), (offset, time.time()))
             else:
                 self.failed += 1
                 _log.warning("delivery to %s failed: %s", self.topic, err)
@@ -284,11 +304,16 @@ class GroupConsumer(_Worker):
         commit_interval: float = 1.0,
         session_timeout_ms: int = 6000,
         consumer_config: Mapping[str, object] | None = None,
+        commit_unchanged: bool = True,
     ) -> None:
         super().__init__(name=f"{self.kind}-{group_id}")
         self.topic = topic
         self.group_id = group_id
         self.commit_interval = commit_interval
+        # False: commit only offsets that moved since the last commit, as many frameworks
+        # do, so an idle consumer writes no commits at all.
+        self.commit_unchanged = commit_unchanged
+        self._last_committed: dict[TP, int] = {}
         self._consumer = Consumer(
             _client_config(
                 config,
@@ -364,6 +389,8 @@ class GroupConsumer(_Worker):
     def _commit(self) -> None:
         offsets = self._offsets_to_commit()
         self._last_commit = time.monotonic()
+        if not self.commit_unchanged:
+            offsets = {tp: o for tp, o in offsets.items() if self._last_committed.get(tp) != o}
         if not offsets:
             return
         try:
@@ -378,6 +405,7 @@ class GroupConsumer(_Worker):
             return
         ok = {(tp.topic, tp.partition): tp.offset for tp in result or [] if tp.error is None}
         self.commit_errors += len(result or []) - len(ok)
+        self._last_committed.update(ok)
         if ok:
             with self._lock:
                 self._commits.append(CommitRecord(time.monotonic(), ok))
@@ -606,6 +634,47 @@ class StoppedConsumer(GroupConsumer):
     def _after_loop(self) -> bool:
         started = self._first_assignment_at
         return started is None or time.monotonic() - started < self.stop_after_s
+
+
+class BatchConsumer(GroupConsumer):
+    """Wakes every ``period`` s, reads what is there for ``awake_s`` s, commits only offsets
+    that moved, and sleeps again (still a group member): a batch job on a slow or idle topic.
+    Between wakes it writes no commits at all, so an idle one is caught up with an old last
+    commit. ``wakes`` holds the unix time of every wake."""
+
+    kind = "batch"
+
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        topic: str,
+        group_id: str,
+        *,
+        period: float,
+        awake_s: float = 1.5,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("commit_interval", 0.5)
+        super().__init__(config, topic, group_id, commit_unchanged=False, **kwargs)
+        self.period = period
+        self.awake_s = awake_s
+        self.wakes: list[float] = []
+        self._woke: float | None = None  # monotonic time of the current wake, None: asleep
+        self._next_wake = time.monotonic()
+
+    def _budget(self) -> int:
+        now = time.monotonic()
+        if self._woke is None and now >= self._next_wake:
+            self._woke = now
+            self._next_wake = now + self.period
+            self.wakes.append(time.time())
+        return 500 if self._woke is not None else 0
+
+    def _after_loop(self) -> bool:
+        if self._woke is not None and time.monotonic() - self._woke >= self.awake_s:
+            self._commit()
+            self._woke = None
+        return True
 
 
 #: Scenario name → class, for parametrised tests and the demo.

@@ -1,0 +1,328 @@
+"""The evaluation job: the store's windows in, every group's status out, on a short schedule.
+
+Each round takes one consistent copy of a cluster's windows (:meth:`Store.evaluation_input`),
+runs the pure rules of :mod:`monitor.evaluator` over all of its partitions at once, and
+replaces the cluster's :class:`ClusterEvaluation`. Views (HTTP, Prometheus) only read that
+object: no request ever evaluates or talks to Kafka. Per-group answers are built from the
+arrays the first time one is asked for and reused until the next round.
+
+No false STOP from our own blindness: STOP's clock of a group only runs up to the time its
+offsets were last known to be current (the Admin API's last good read of the group, or the
+last moment the ``__consumer_offsets`` reader was caught up and error-free). During a broker
+outage or a monitor-side failure the clocks stand still and the last verdict holds, marked
+``stale``; a consumer is judged on the time we could actually see it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.config import EvaluatorConfig
+from monitor.evaluator import (
+    GroupIndex,
+    GroupResults,
+    LagSeconds,
+    PartitionResults,
+    RuleOptions,
+    Status,
+    evaluate,
+    group_lag_seconds,
+    lag_seconds,
+)
+from monitor.store import GroupState, Store
+from monitor.windows import EvaluationInput
+
+_log = logging.getLogger("monitor.evaluation")
+
+_STATUS_NAMES = [s.name for s in sorted(Status, key=int)]
+
+
+def rule_options(config: EvaluatorConfig) -> RuleOptions:
+    """The rules' parameters from the ``evaluator`` section of the configuration."""
+    return RuleOptions(
+        allowed_lag=config.allowed_lag,
+        idle_aware_stop=config.idle_aware_stop,
+        idle_grace_ms=config.idle_stop_grace * 1000.0,
+        marker_tolerance=config.marker_tolerance,
+        burrow_err=config.burrow_status,
+        live_member_stall=config.live_member_stall,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPoint:
+    """One stored commit (Burrow's ``start``/``end`` of a partition's window)."""
+
+    offset: int
+    timestamp_ms: int
+    observed_ms: int
+    lag: int | None  # the lag when it was stored; None if no log end was known
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    topic: str
+    partition: int
+    status: str
+    start: CommitPoint | None
+    end: CommitPoint | None
+    current_lag: int
+    lag_seconds: float
+    lag_seconds_lower_bound: bool  # the true lag is at least lag_seconds (history too short)
+    complete: float
+    owner: str
+    client_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """A group's verdict, Burrow's fields plus lag in seconds, state and staleness."""
+
+    cluster: str
+    group: str
+    status: str
+    complete: float
+    partitions: tuple[PartitionStatus, ...]
+    partition_count: int
+    maxlag: PartitionStatus | None
+    totallag: int
+    lag_seconds: float  # the largest partition lag in seconds
+    state: str | None  # Stable, Empty, ... (None: no membership known)
+    members: int
+    stale: bool  # its offsets are not current (read failing): verdict held, clocks stopped
+    offsets_age_seconds: float | None
+    evaluated_at: float
+
+    @property
+    def non_ok(self) -> tuple[PartitionStatus, ...]:
+        return tuple(p for p in self.partitions if p.status != "OK")
+
+
+class ClusterEvaluation:
+    """One round's results for one cluster: arrays for bulk readers (Prometheus), and
+    :meth:`group` for per-group views, built on first use and cached."""
+
+    def __init__(
+        self,
+        cluster: str,
+        evaluated_at: float,
+        duration: float,
+        data: EvaluationInput | None,
+        parts: PartitionResults | None,
+        groups: GroupResults | None,
+        lag: LagSeconds | None,
+        group_lag: npt.NDArray[np.float64] | None,
+        states: dict[str, GroupState],
+        stale_groups: set[str],
+    ) -> None:
+        self.cluster = cluster
+        self.evaluated_at = evaluated_at
+        self.duration = duration
+        self.data = data
+        self.partitions = parts
+        self.groups = groups
+        self.lag = lag
+        self.group_lag_seconds = group_lag
+        self.states = states
+        self.stale_groups = stale_groups
+        self._index = (
+            {name: i for i, name in enumerate(data.group_names)} if data is not None else {}
+        )
+        self._names = sorted(set(self._index) | set(states))
+        self._group_names = groups.status_names() if groups is not None else []
+        self._cache: dict[str, GroupStatus] = {}
+        self._lock = threading.Lock()
+
+    def group_names(self) -> list[str]:
+        return list(self._names)
+
+    def __contains__(self, group: str) -> bool:
+        return group in self._index or group in self.states
+
+    def group(self, name: str) -> GroupStatus | None:
+        """The group's status, or None (NOTFOUND) for a group this round does not know."""
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        if name not in self:
+            return None
+        built = self._build(name)
+        with self._lock:
+            return self._cache.setdefault(name, built)
+
+    def status_counts(self) -> dict[str, int]:
+        """Groups per status word (the group status as reported)."""
+        counts: dict[str, int] = {}
+        for name in self._names:
+            i = self._index.get(name)
+            word = self._group_names[i] if i is not None else "OK"
+            counts[word] = counts.get(word, 0) + 1
+        return counts
+
+    def _build(self, name: str) -> GroupStatus:
+        state = self.states.get(name)
+        membership = state.membership if state is not None else None
+        offsets_age = (
+            round(self.evaluated_at - state.offsets_at, 3)
+            if state is not None and state.offsets_at > 0
+            else None
+        )
+        common = dict(
+            cluster=self.cluster,
+            group=name,
+            state=membership.state if membership is not None else None,
+            members=len(membership.members) if membership is not None else 0,
+            stale=name in self.stale_groups,
+            offsets_age_seconds=offsets_age,
+            evaluated_at=self.evaluated_at,
+        )
+        i = self._index.get(name)
+        if i is None or self.data is None or self.groups is None:
+            # Known (members, or offsets outside any window) but nothing to judge: Burrow's
+            # empty group, OK with complete 0.
+            return GroupStatus(
+                status="OK", complete=0.0, partitions=(), partition_count=0, maxlag=None,
+                totallag=0, lag_seconds=0.0, **common,  # type: ignore[arg-type]
+            )
+        d, parts, lag = self.data, self.partitions, self.lag
+        assert parts is not None and lag is not None and self.group_lag_seconds is not None
+        lo, hi = np.searchsorted(d.group_ids, [i, i + 1])
+        owners = membership.owners() if membership is not None else {}
+        w = d.windows
+        entries: list[PartitionStatus] = []
+        for r in range(int(lo), int(hi)):
+            topic, partition = d.topic_partition(r)
+            n = int(w.counts[r])
+            member = owners.get((topic, partition))
+            entries.append(
+                PartitionStatus(
+                    topic=topic,
+                    partition=partition,
+                    status=_STATUS_NAMES[int(parts.status[r])],
+                    start=_point(w.offsets[r, 0], w.timestamps_ms[r, 0],
+                                 d.first_observed_ms[r], w.lags[r, 0]) if n else None,
+                    end=_point(w.offsets[r, n - 1], w.timestamps_ms[r, n - 1],
+                               d.last_observed_ms[r], w.lags[r, n - 1]) if n else None,
+                    current_lag=int(w.current_lag[r]),
+                    lag_seconds=round(float(lag.seconds[r]), 3),
+                    lag_seconds_lower_bound=bool(lag.lower_bound[r]),
+                    complete=float(parts.complete[r]),
+                    owner=member.host if member is not None else "",
+                    client_id=member.client_id if member is not None else "",
+                )
+            )
+        top = int(self.groups.maxlag[i])
+        return GroupStatus(
+            status=self._group_names[i],
+            complete=float(self.groups.complete[i]),
+            partitions=tuple(entries),
+            partition_count=len(entries),
+            maxlag=entries[top - int(lo)] if top >= 0 else None,
+            totallag=int(self.groups.totallag[i]),
+            lag_seconds=round(float(self.group_lag_seconds[i]), 3),
+            **common,  # type: ignore[arg-type]
+        )
+
+
+def _point(offset: np.int64, ts: np.int64, observed: np.int64, lag: np.int64) -> CommitPoint:
+    return CommitPoint(int(offset), int(ts), int(observed), int(lag) if lag >= 0 else None)
+
+
+class Evaluator:
+    """Runs the rules over every cluster in the store and keeps the latest results.
+
+    ``freshness(cluster)``: unix time up to which the cluster's ``__consumer_offsets`` reader
+    is known to have seen every commit (None when the cluster is not read that way); the
+    Admin API's freshness is per group, from the store. A group whose offsets are older
+    than ``stale_after`` seconds is reported ``stale``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: EvaluatorConfig,
+        freshness: Callable[[str], float | None] | None = None,
+        stale_after: float = 60.0,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.stale_after = stale_after
+        self.options = rule_options(config)
+        self._freshness = freshness or (lambda _cluster: None)
+        self._results: dict[str, ClusterEvaluation] = {}
+        self.rounds = 0
+        self.last_duration: float | None = None
+        self.expired_total = 0
+
+    def result(self, cluster: str) -> ClusterEvaluation | None:
+        return self._results.get(cluster)
+
+    def results(self) -> dict[str, ClusterEvaluation]:
+        return dict(self._results)
+
+    def run_once(self, now: float | None = None) -> dict[str, ClusterEvaluation]:
+        """Expire silent groups, then evaluate every cluster; the new results replace the
+        old ones cluster by cluster (readers see one round or the other, never a mix)."""
+        started = time.monotonic()
+        now = time.time() if now is None else now
+        for cluster, group in self.store.expire_groups(now):
+            self.expired_total += 1
+            _log.info("group expired", extra={"cluster": cluster, "group": group})
+        for cluster in self.store.clusters():
+            self._results[cluster] = self.evaluate_cluster(cluster, now)
+        self.rounds += 1
+        self.last_duration = time.monotonic() - started
+        return dict(self._results)
+
+    def evaluate_cluster(self, cluster: str, now: float | None = None) -> ClusterEvaluation:
+        started = time.monotonic()
+        now = time.time() if now is None else now
+        states = self.store.group_states(cluster)
+        data = self.store.evaluation_input(cluster)
+        reader_fresh = self._freshness(cluster)
+        stale = {
+            name
+            for name, st in states.items()
+            if st.stale_error is not None
+            or _fresh_until(st, reader_fresh) < now - self.stale_after
+        }
+        if data is None or data.windows.size == 0:
+            return ClusterEvaluation(
+                cluster, now, time.monotonic() - started, data, None, None, None, None,
+                states, stale,
+            )
+        names = data.group_names
+        fresh = np.array([_fresh_until(states.get(n), reader_fresh) for n in names])
+        alive = np.array([bool(states.get(n) and states[n].has_members) for n in names])
+        g = data.group_ids
+        # Each group's clock stops where its offsets were last known current.
+        now_ms = np.minimum(now, fresh)[g] * 1000.0
+        groups = GroupIndex(g, len(names))
+        w = data.windows
+        parts, group_results = evaluate(
+            w, groups, now_ms, self.options, data.history, alive=alive[g]
+        )
+        last = np.maximum(w.counts - 1, 0)
+        rows = np.arange(w.size)
+        committed = w.offsets[rows, last]
+        lag = lag_seconds(
+            committed, data.history, now * 1000.0,
+            commit_times_ms=w.timestamps_ms[rows, last],
+            marker_tolerance=self.options.marker_tolerance,
+        )
+        return ClusterEvaluation(
+            cluster, now, time.monotonic() - started, data, parts, group_results, lag,
+            group_lag_seconds(lag.seconds, groups), states, stale,
+        )
+
+
+def _fresh_until(state: GroupState | None, reader_fresh: float | None) -> float:
+    offsets_at = state.offsets_at if state is not None else 0.0
+    return max(offsets_at, reader_fresh or 0.0)
