@@ -293,6 +293,70 @@ def test_a_is_not_lag_zero_at_last_commit_means_ok() -> None:
     assert evaluate_partitions(w, now, RuleOptions(), hist).status[0] == Status.STOP
 
 
+def progress_committer(
+    idle_s: float, data_age_s: float, commit_gap_s: float = 1.0
+) -> tuple[PartitionWindows, LeoHistory, float]:
+    """A consumer that commits only when it made progress: three commits ``commit_gap_s``
+    apart, caught up at the last; the log end then stayed at its offset for ``idle_s``, and 5
+    records arrived ``data_age_s`` ago (not consumed yet)."""
+    last = T
+    ts = [last - int(commit_gap_s * 1000) * (2 - i) for i in range(3)]
+    arrived = last + int(idle_s * 1000)
+    now = arrived + int(data_age_s * 1000)
+    w = PartitionWindows.from_arrays(
+        [[X - 20, X - 10, X]], [ts], [[0, 0, 0]], [3], [5], [[X + 5] * 10]
+    )
+    points = [(ts[0], X - 20), (last, X)]
+    if idle_s > 1:
+        points.append((arrived - 1000, X))  # the flat run's last observation
+    points += [(arrived, X + 5), (now, X + 5)]
+    hist = LeoHistory.from_arrays([[o for _, o in points]], [[t for t, _ in points]])
+    return w, hist, now
+
+
+def test_a_idle_progress_committer_gets_the_grace_then_stops() -> None:
+    """Its window spans 2 s, so both Burrow and a plain "clock from last caught-up" would call
+    it STOP seconds after data arrives after an idle hour; it gets idle_grace_ms (60 s)."""
+    w, hist, now = progress_committer(idle_s=3600, data_age_s=30)
+    assert evaluate_partitions(w, now, BURROW, hist).status[0] == Status.STOP
+    assert evaluate_partitions(w, now, RuleOptions(idle_grace_ms=0), hist).status[0] == (
+        Status.STOP
+    )
+    assert evaluate_partitions(w, now, RuleOptions(), hist).status[0] == Status.OK
+    # Dead while idle: once data has waited past the grace, STOP.
+    w, hist, now = progress_committer(idle_s=3600, data_age_s=61)
+    assert evaluate_partitions(w, now, RuleOptions(), hist).status[0] == Status.STOP
+
+
+def test_a_consumer_dead_mid_stream_gets_no_grace() -> None:
+    """The log end moved on within its usual commit gap after its last commit: not idle, so
+    STOP after the window's span as in Burrow."""
+    w, hist, now = progress_committer(idle_s=0.5, data_age_s=30)
+    assert evaluate_partitions(w, now, RuleOptions(), hist).status[0] == Status.STOP
+
+
+def test_d_live_member_turns_stop_into_stall() -> None:
+    case = CASES[9]  # Burrow: STOP
+    w = windows_from_cases([case])
+    now = case["time_now_s"] * 1000
+    assert evaluate_partitions(w, now, RuleOptions(), alive=False).status[0] == Status.STOP
+    assert evaluate_partitions(w, now, RuleOptions(), alive=True).status[0] == Status.STALL
+    off = RuleOptions(live_member_stall=False)
+    assert evaluate_partitions(w, now, off, alive=True).status[0] == Status.STOP
+    assert evaluate_partitions(w, now, BURROW, alive=True).status[0] == Status.STOP
+
+
+def test_per_partition_now_stops_the_clock_of_stale_partitions() -> None:
+    """The service passes "now" per partition, frozen where its offsets are not fresh (an
+    outage of our own view is not a silent consumer)."""
+    case = CASES[9]
+    w = windows_from_cases([case, case])
+    last_ts = case["offsets"][-1]["timestamp_ms"]
+    now = case["time_now_s"] * 1000
+    res = evaluate_partitions(w, np.array([now, last_ts + 1]), RuleOptions())
+    assert res.status.tolist() == [Status.STOP, Status.OK]
+
+
 def marker_windows(
     lag_at_commits: int, current: int, recommitting: bool
 ) -> tuple[PartitionWindows, float]:
@@ -436,8 +500,10 @@ options_st = st.builds(
     RuleOptions,
     allowed_lag=st.integers(0, 3),
     idle_aware_stop=st.booleans(),
+    idle_grace_ms=st.sampled_from([0.0, 5_000.0, 60_000.0]),
     marker_tolerance=st.integers(0, 3),
     burrow_err=st.booleans(),
+    live_member_stall=st.booleans(),
 )
 
 
@@ -527,7 +593,8 @@ def test_options_only_ever_remove_alarms(b: dict[str, Any], opt: RuleOptions) ->
     """(a) and (b) never raise a status Burrow would not: each improved status is either the
     same as Burrow's or OK / a less severe status reached by a later rule."""
     w = build(b)
-    ours = evaluate_partitions(w, 20_000, opt).status
+    alive = np.arange(w.size) % 2 == 0
+    ours = evaluate_partitions(w, 20_000, opt, alive=alive).status
     theirs = evaluate_partitions(w, 20_000, RuleOptions.burrow(opt.allowed_lag)).status
     assert np.all((ours == theirs) | (ours < theirs) | (ours == Status.OK))
     assert not np.any((ours == Status.STOP) & (theirs != Status.STOP))
