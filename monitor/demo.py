@@ -90,6 +90,23 @@ def _status_lines(producer: ProducerLoad, groups: list[GroupConsumer]) -> list[s
     return lines
 
 
+def _verdict_lines(service: Service) -> list[str]:
+    """The monitor's verdict per demo group, from the evaluation job's latest round."""
+    result = service.evaluator.result("local")
+    if result is None:
+        return ["  (no evaluation yet)"]
+    lines = []
+    for name in result.group_names():
+        g = result.group(name)
+        if g is None or not name.startswith("demo-"):
+            continue
+        lines.append(
+            f"  {name:<13} {g.status:<8} lag {g.totallag:>6} offsets, {g.lag_seconds:>7.1f} s"
+            f"  ({g.partition_count} partitions, window {g.complete:.0%} complete)"
+        )
+    return lines or ["  (no groups evaluated yet)"]
+
+
 async def _serve(
     config: MonitorConfig,
     producer: ProducerLoad,
@@ -115,6 +132,8 @@ async def _serve(
             if not stop.is_set():
                 print(time.strftime("%H:%M:%S workload:"), flush=True)
                 print("\n".join(_status_lines(producer, groups)), flush=True)
+                print("monitor's verdict:", flush=True)
+                print("\n".join(_verdict_lines(service)), flush=True)
     finally:
         await service.stop()
 

@@ -52,9 +52,12 @@ def test_demo_runs_end_to_end_and_stops_everything_on_ctrl_c() -> None:
     output: list[str] = []
     base = None
     groups_seen: set[str] = set()
+    verdicts: dict[str, str] = {}
     deadline = time.monotonic() + 120
     try:
-        while time.monotonic() < deadline and not (base and len(groups_seen) == 4):
+        while time.monotonic() < deadline and not (
+            base and len(groups_seen) == 4 and verdicts.get("demo-healthy") == "OK"
+        ):
             line = proc.stdout.readline()
             if not line:
                 break
@@ -63,8 +66,11 @@ def test_demo_runs_end_to_end_and_stops_everything_on_ctrl_c() -> None:
                 base = m.group(1)
             if m := re.match(r"\s+(demo-\w+)\s+(healthy|lagging|stalled|stopped)\s", line):
                 groups_seen.add(m.group(1))
+            if m := re.match(r"\s+(demo-\w+)\s+(OK|WARN|REWIND|STALL|STOP)\s+lag", line):
+                verdicts[m.group(1)] = m.group(2)
         assert base, "".join(output)
         assert groups_seen == {"demo-healthy", "demo-lagging", "demo-stalled", "demo-stopped"}
+        assert verdicts.get("demo-healthy") == "OK", "".join(output[-40:])
 
         with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
             health = json.loads(response.read())
