@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluator import (
+    BurrowStatus,
     GroupIndex,
     GroupResults,
     LagSeconds,
@@ -35,6 +36,7 @@ from monitor.evaluator import (
     evaluate,
     group_lag_seconds,
     lag_seconds,
+    to_burrow,
 )
 from monitor.store import GroupState, Store
 from monitor.windows import EvaluationInput
@@ -121,6 +123,7 @@ class ClusterEvaluation:
         group_lag: npt.NDArray[np.float64] | None,
         states: dict[str, GroupState],
         stale_groups: set[str],
+        burrow: bool = False,
     ) -> None:
         self.cluster = cluster
         self.evaluated_at = evaluated_at
@@ -136,15 +139,33 @@ class ClusterEvaluation:
             {name: i for i, name in enumerate(data.group_names)} if data is not None else {}
         )
         self._names = sorted(set(self._index) | set(states))
-        self._group_names = groups.status_names() if groups is not None else []
+        self.burrow = burrow
         self._cache: dict[str, GroupStatus] = {}
+        self._forgotten: dict[str, set[str] | None] = {}  # group -> topics (None: all)
         self._lock = threading.Lock()
+        self.views: dict[tuple[str, ...], bytes] = {}
+        """Rendered responses of this round, keyed by the view (the HTTP layer's cache)."""
 
     def group_names(self) -> list[str]:
-        return list(self._names)
+        return [n for n in self._names if self._forgotten.get(n, ()) is not None]
 
     def __contains__(self, group: str) -> bool:
+        if self._forgotten.get(group, ()) is None:
+            return False
         return group in self._index or group in self.states
+
+    def forget(self, group: str, topic: str | None = None) -> None:
+        """An operator deleted the group (or its offsets for one topic) from the store: stop
+        reporting it from this round's results too, without waiting for the next round."""
+        with self._lock:
+            if topic is None:
+                self._forgotten[group] = None
+            else:
+                topics = self._forgotten.setdefault(group, set())
+                if topics is not None:
+                    topics.add(topic)
+            self._cache.pop(group, None)
+            self.views.clear()
 
     def group(self, name: str) -> GroupStatus | None:
         """The group's status, or None (NOTFOUND) for a group this round does not know."""
@@ -160,10 +181,10 @@ class ClusterEvaluation:
     def status_counts(self) -> dict[str, int]:
         """Groups per status word (the group status as reported)."""
         counts: dict[str, int] = {}
-        for name in self._names:
-            i = self._index.get(name)
-            word = self._group_names[i] if i is not None else "OK"
-            counts[word] = counts.get(word, 0) + 1
+        for name in self.group_names():
+            g = self.group(name)
+            if g is not None:
+                counts[g.status] = counts.get(g.status, 0) + 1
         return counts
 
     def _build(self, name: str) -> GroupStatus:
@@ -192,13 +213,18 @@ class ClusterEvaluation:
                 totallag=0, lag_seconds=0.0, **common,  # type: ignore[arg-type]
             )
         d, parts, lag = self.data, self.partitions, self.lag
-        assert parts is not None and lag is not None and self.group_lag_seconds is not None
+        assert parts is not None and lag is not None
         lo, hi = np.searchsorted(d.group_ids, [i, i + 1])
         owners = membership.owners() if membership is not None else {}
         w = d.windows
+        skip = self._forgotten.get(name) or set()
         entries: list[PartitionStatus] = []
+        codes: list[int] = []
         for r in range(int(lo), int(hi)):
             topic, partition = d.topic_partition(r)
+            if topic in skip:
+                continue
+            codes.append(int(parts.status[r]))
             n = int(w.counts[r])
             member = owners.get((topic, partition))
             entries.append(
@@ -218,15 +244,26 @@ class ClusterEvaluation:
                     client_id=member.client_id if member is not None else "",
                 )
             )
-        top = int(self.groups.maxlag[i])
+        # The group rules (as evaluate_groups, over this group's partitions: few, and this
+        # way a topic deleted since the round is left out).
+        worst = max(codes, default=int(Status.OK))
+        word = (
+            BurrowStatus(int(to_burrow([worst], group=True)[0])).name
+            if self.burrow
+            else Status(worst).name
+        )
+        lags = [e.current_lag for e in entries]
+        top = lags.index(max(lags)) if lags else -1
         return GroupStatus(
-            status=self._group_names[i],
-            complete=float(self.groups.complete[i]),
+            status=word,
+            complete=(
+                sum(1 for e in entries if e.complete >= 1.0) / len(entries) if entries else 0.0
+            ),
             partitions=tuple(entries),
             partition_count=len(entries),
-            maxlag=entries[top - int(lo)] if top >= 0 else None,
-            totallag=int(self.groups.totallag[i]),
-            lag_seconds=round(float(self.group_lag_seconds[i]), 3),
+            maxlag=entries[top] if top >= 0 else None,
+            totallag=sum(lags),
+            lag_seconds=max((e.lag_seconds for e in entries), default=0.0),
             **common,  # type: ignore[arg-type]
         )
 
@@ -296,7 +333,7 @@ class Evaluator:
         if data is None or data.windows.size == 0:
             return ClusterEvaluation(
                 cluster, now, time.monotonic() - started, data, None, None, None, None,
-                states, stale,
+                states, stale, self.options.burrow_err,
             )
         names = data.group_names
         fresh = np.array([_fresh_until(states.get(n), reader_fresh) for n in names])
@@ -319,7 +356,7 @@ class Evaluator:
         )
         return ClusterEvaluation(
             cluster, now, time.monotonic() - started, data, parts, group_results, lag,
-            group_lag_seconds(lag.seconds, groups), states, stale,
+            group_lag_seconds(lag.seconds, groups), states, stale, self.options.burrow_err,
         )
 
 

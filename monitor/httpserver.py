@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from monitor.service import Service
 
 _log = logging.getLogger("monitor.http")
-_HOSTNAME = socket.gethostname()
+HOSTNAME = socket.gethostname()
 SERVICE_KEY: web.AppKey[Service] = web.AppKey("service")
 
 
@@ -31,7 +31,7 @@ def reply(request: web.Request, payload: dict[str, Any], status: int = 200) -> w
         "error": status >= 400,
         "message": payload.pop("message", "OK"),
         **payload,
-        "request": {"url": request.path, "host": _HOSTNAME},
+        "request": {"url": request.path, "host": HOSTNAME},
     }
     return web.json_response(body, status=status)
 
@@ -114,4 +114,7 @@ def build_app(service: Service) -> web.Application:
     app.router.add_get("/ready", ready)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/v3/kafka/{cluster}/health", cluster_health_view)
+    from monitor.api import add_v3_routes  # the API module builds on this one
+
+    add_v3_routes(app)
     return app

@@ -118,25 +118,20 @@ class _Cluster:
 
 
 class Store:
-    """Latest values per cluster, plus, when ``evaluator_config`` is given, Burrow's sliding
-    windows (:mod:`monitor.windows`) sized by it for the evaluator. Opt-in for now: feeding
-    the windows adds ~0.3 us per commit and ~2 us per new group-partition, which took
-    ``bench/bench_offsets_topic.py`` below its 0.70 ratio (0.63), so the default store (and
-    the service) keep the old hot path until that is optimised."""
+    """Latest values per cluster, plus Burrow's sliding windows (:mod:`monitor.windows`) for
+    the evaluator, sized by ``evaluator_config`` (Burrow's defaults when not given). Windows
+    are always kept: the evaluator reads nothing else."""
 
     def __init__(self, evaluator_config: EvaluatorConfig | None = None) -> None:
         self._lock = threading.Lock()
         self._clusters: dict[str, _Cluster] = {}
-        self._keep_windows = evaluator_config is not None
         self.evaluator_config = evaluator_config or EvaluatorConfig()
 
     def _cluster(self, name: str) -> _Cluster:
         cluster = self._clusters.get(name)
         if cluster is None:
             cfg = self.evaluator_config
-            windows = (
-                Windows(cfg.window, round(cfg.min_distance * 1000)) if self._keep_windows else None
-            )
+            windows = Windows(cfg.window, round(cfg.min_distance * 1000))
             cluster = self._clusters[name] = _Cluster(windows)
         return cluster
 
@@ -356,6 +351,35 @@ class Store:
             if state is None or state.windows is None:
                 return None
             return state.windows.evaluation_input()
+
+    def group_windows(
+        self, cluster: str, group: str
+    ) -> dict[TopicPartition, list[dict[str, int | None]]] | None:
+        """A group's stored commits per partition, oldest first, in Burrow's shape
+        (``offset``, ``timestamp``, ``observedAt`` in ms, ``lag`` or None); None for an
+        unknown group."""
+        with self._lock:
+            state = self._clusters.get(cluster)
+            found = state.groups.get(group) if state is not None else None
+            if found is None or state is None:
+                return None
+            out: dict[TopicPartition, list[dict[str, int | None]]] = {}
+            for tp, commit in found.commits.items():
+                row = found.rows.get(tp)
+                if state.windows is None or row is None:
+                    ms = round(commit.commit_time * 1000)
+                    seen = round(commit.observed_at * 1000)
+                    out[tp] = [{"offset": commit.offset, "timestamp": ms, "observedAt": seen,
+                                "lag": None}]
+                    continue
+                w = state.windows.row_window(row)
+                out[tp] = [
+                    {"offset": o, "timestamp": t, "observedAt": s, "lag": lag if lag >= 0 else None}
+                    for o, t, s, lag in zip(
+                        w["offsets"], w["times_ms"], w["observed_ms"], w["lags"], strict=True
+                    )
+                ]
+            return out
 
     def group_states(self, cluster: str) -> dict[str, GroupState]:
         """Every group's membership and offsets freshness, in one locked pass."""

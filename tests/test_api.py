@@ -1,0 +1,246 @@
+"""Burrow's v3 API over real HTTP (aiohttp server on a loopback socket), on a service whose
+store is fed with observations (no Kafka; the end-to-end tests use the real broker)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from aiohttp.test_utils import TestServer
+
+from monitor.config import parse_config
+from monitor.evaluation import Evaluator
+from monitor.httpserver import build_app
+from monitor.observations import (
+    BrokerOffsets,
+    ClusterMetadata,
+    CommitBatch,
+    GroupMember,
+    GroupMembership,
+    PartitionMetadata,
+)
+from monitor.service import Service
+
+C = "prod"
+T0 = 1_800_000_000.0
+TOPIC = "orders"
+
+Call = Callable[..., Awaitable[tuple[int, Any]]]
+
+
+def make_service() -> Service:
+    config = parse_config(
+        {
+            "clusters": [{"name": C, "bootstrap_servers": ["127.0.0.1:1"]}],
+            "evaluator": {"window": 5, "min_distance": "0.1s"},
+            "http": {"host": "127.0.0.1", "port": 0},
+        }
+    )
+    service = Service(config, collectors=[])
+    store = service.store
+    # No reader runs here: say the offsets topic was read up to "now" of the round.
+    service.evaluator = Evaluator(store, config.evaluator, freshness=lambda _c: T0 + 10.5)
+    store.put_metadata(
+        ClusterMetadata(
+            cluster=C, observed_at=T0, brokers={0: "h:9092"}, controller_id=0,
+            topics={TOPIC: tuple(PartitionMetadata(p, 0, (0,), (0,)) for p in range(2))},
+        )
+    )
+    order = 0
+    for s in range(1, 11):
+        t = T0 + s
+        leo = s * 100
+        store.put_broker_offsets(BrokerOffsets(C, t, [TOPIC, TOPIC], [0, 1], [0, 0], [leo, leo]))
+        if s <= 5:  # "gone": committed up to 5 s, then nothing
+            order += 1
+            store.put_commits(batch("gone", t, [leo, leo], order))
+        order += 1
+        store.put_commits(batch("ok", t, [leo, leo], order))  # always caught up
+    store.put_group(
+        GroupMembership(
+            cluster=C, group="ok", source="offsets_topic", observed_at=T0 + 10, state="Stable",
+            protocol_type="consumer", protocol="range", generation=3,
+            members=(GroupMember("m1", "app-1", "/10.1.1.1", ((TOPIC, 0), (TOPIC, 1))),),
+        )
+    )
+    service.evaluator.run_once(T0 + 10.5)
+    return service
+
+
+def batch(group: str, t: float, offsets: list[int], order: int) -> CommitBatch:
+    return CommitBatch(
+        cluster=C, source="offsets_topic", observed_at=t, groups=[group, group],
+        topics=[TOPIC, TOPIC], partitions=[0, 1], offsets=offsets,
+        commit_times=[int(t * 1000)] * 2, orders=[order, order],
+    )
+
+
+def run(test: Callable[[Service, Call], Awaitable[None]]) -> None:
+    service = make_service()
+
+    async def main() -> None:
+        server = TestServer(build_app(service), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with aiohttp.ClientSession() as session:
+
+                async def call(method: str, path: str, **kw: Any) -> tuple[int, Any]:
+                    async with session.request(method, server.make_url(path), **kw) as r:
+                        text = await r.text()
+                        try:
+                            return r.status, json.loads(text)
+                        except json.JSONDecodeError:
+                            return r.status, text
+
+                await test(service, call)
+        finally:
+            await server.close()
+
+    asyncio.run(main())
+
+
+def test_status_of_ok_and_stopped_groups_in_burrow_shape() -> None:
+    async def check(service: Service, call: Call) -> None:
+        status, body = await call("GET", f"/v3/kafka/{C}/consumer/gone/status")
+        assert status == 200 and body["error"] is False
+        assert body["message"] == "consumer status returned"
+        s = body["status"]
+        assert (s["cluster"], s["group"], s["status"]) == (C, "gone", "STOP")
+        assert s["partition_count"] == 2 and len(s["partitions"]) == 2
+        p = s["partitions"][0]
+        assert set(p) >= {"topic", "partition", "owner", "client_id", "status", "start", "end",
+                          "current_lag", "complete"}
+        assert p["status"] == "STOP" and p["current_lag"] == 500
+        assert p["end"] == {"offset": 500, "timestamp": int((T0 + 5) * 1000),
+                            "observedAt": int((T0 + 5) * 1000), "lag": 0}
+        assert s["totallag"] == 1000 and s["maxlag"]["current_lag"] == 500
+        assert s["lag_seconds"] > 0
+        assert body["request"]["url"] == f"/v3/kafka/{C}/consumer/gone/status"
+
+        status, body = await call("GET", f"/v3/kafka/{C}/consumer/ok/status")
+        assert status == 200
+        s = body["status"]
+        assert s["status"] == "OK" and s["partitions"] == [] and s["partition_count"] == 2
+        assert s["state"] == "Stable" and s["members"] == 1
+        status, body = await call("GET", f"/v3/kafka/{C}/consumer/ok/lag")
+        parts = body["status"]["partitions"]
+        assert [p["owner"] for p in parts] == ["/10.1.1.1"] * 2
+        assert [p["client_id"] for p in parts] == ["app-1"] * 2
+
+    run(check)
+
+
+def test_unknown_group_and_cluster_are_notfound_404() -> None:
+    async def check(service: Service, call: Call) -> None:
+        for path in (f"/v3/kafka/{C}/consumer/nope/status", "/v3/kafka/nope/consumer/ok/lag"):
+            status, body = await call("GET", path)
+            assert status == 404 and body["error"] is True
+            s = body["status"]
+            assert s["status"] == "NOTFOUND" and s["complete"] == 1.0
+            assert (s["partitions"], s["partition_count"], s["maxlag"], s["totallag"]) == (
+                [], 0, None, 0
+            )
+        for path in ("/v3/kafka/nope", f"/v3/kafka/{C}/topic/nope", f"/v3/kafka/{C}/consumer/x"):
+            status, body = await call("GET", path)
+            assert status == 404 and body["error"] is True and body["message"]
+
+    run(check)
+
+
+def test_lists_topics_and_consumer_detail() -> None:
+    async def check(service: Service, call: Call) -> None:
+        assert (await call("GET", "/v3/kafka"))[1]["clusters"] == [C]
+        status, body = await call("GET", f"/v3/kafka/{C}")
+        assert status == 200 and body["module"]["servers"] == ["127.0.0.1:1"]
+        assert (await call("GET", f"/v3/kafka/{C}/topic"))[1]["topics"] == [TOPIC]
+        assert (await call("GET", f"/v3/kafka/{C}/topic/{TOPIC}"))[1]["offsets"] == [1000, 1000]
+        consumers = (await call("GET", f"/v3/kafka/{C}/topic/{TOPIC}/consumers"))[1]
+        assert consumers["consumers"] == ["gone", "ok"]
+        assert (await call("GET", f"/v3/kafka/{C}/consumer"))[1]["consumers"] == ["gone", "ok"]
+        status, body = await call("GET", f"/v3/kafka/{C}/consumer/ok")
+        assert status == 200
+        slots = body["topics"][TOPIC]
+        assert len(slots) == 2
+        assert len(slots[0]["offsets"]) == 5  # the window
+        assert slots[0]["offsets"][-1]["offset"] == 1000
+        assert slots[0]["owner"] == "/10.1.1.1" and slots[0]["current-lag"] == 0
+        status, text = await call("GET", "/burrow/admin")
+        assert (status, text) == (200, "GOOD")
+
+    run(check)
+
+
+def test_delete_group_and_group_topic() -> None:
+    async def check(service: Service, call: Call) -> None:
+        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/gone/topic/{TOPIC}")
+        assert status == 200, body
+        status, body = await call("GET", f"/v3/kafka/{C}/consumer/gone/lag")
+        assert status == 200 and body["status"]["partition_count"] == 0
+        assert body["status"]["status"] == "OK"
+        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/ok")
+        assert status == 200
+        status, body = await call("GET", f"/v3/kafka/{C}/consumer/ok/status")
+        assert status == 404 and body["status"]["status"] == "NOTFOUND"
+        assert "ok" not in service.store.groups(C)
+        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/ok")
+        assert status == 404 and body["error"] is True
+
+    run(check)
+
+
+def test_config_and_loglevel() -> None:
+    async def check(service: Service, call: Call) -> None:
+        status, body = await call("GET", "/v3/config")
+        assert status == 200 and "evaluator" in body["general"]
+        assert (await call("GET", "/v3/config/cluster"))[1]["cluster"] == [C]
+        status, body = await call("GET", f"/v3/config/cluster/{C}")
+        assert body["module"]["name"] == C
+        status, body = await call("GET", "/v3/config/evaluator")
+        assert body["module"]["window"] == 5
+        status, body = await call("POST", "/v3/admin/loglevel", json={"level": "debug"})
+        assert status == 200 and body["level"] == "DEBUG"
+        assert (await call("GET", "/v3/admin/loglevel"))[1]["level"] == "DEBUG"
+        status, body = await call("POST", "/v3/admin/loglevel", json={"level": "LOUD"})
+        assert status == 400 and body["error"] is True
+        status, body = await call("POST", "/v3/admin/loglevel", data=b"\xff{")
+        assert status == 400 and body["error"] is True
+        await call("POST", "/v3/admin/loglevel", json={"level": "INFO"})
+
+    run(check)
+
+
+def test_bad_requests_are_json_4xx() -> None:
+    async def check(service: Service, call: Call) -> None:
+        cases = [
+            ("GET", f"/v3/kafka/{C}/consumer/{'g' * 300}/status", 400),
+            ("GET", f"/v3/kafka/{C}/consumer/%00%01/status", 400),
+            ("GET", f"/v3/kafka/{C}/consumer/%ff%fe/status", 404),
+            ("GET", f"/v3/kafka/{C}/nothing-here", 404),
+            ("PUT", f"/v3/kafka/{C}/consumer/ok/status", 405),
+            ("POST", "/v3/kafka", 405),
+            ("GET", "/v3/kafka/%2e%2e/consumer", 404),
+        ]
+        for method, path, want in cases:
+            status, body = await call(method, path)
+            assert status == want, (method, path, status, body)
+            assert isinstance(body, dict) and body["error"] is True, (path, body)
+
+    run(check)
+
+
+def test_status_body_is_rendered_once_per_round() -> None:
+    async def check(service: Service, call: Call) -> None:
+        result = service.evaluator.result(C)
+        assert result is not None
+        await call("GET", f"/v3/kafka/{C}/consumer/gone/status")
+        cached = result.views[("status", "gone")]
+        await call("GET", f"/v3/kafka/{C}/consumer/gone/status")
+        assert result.views[("status", "gone")] is cached
+        service.evaluator.run_once(T0 + 11)  # a new round: a new, empty cache
+        new = service.evaluator.result(C)
+        assert new is not result and not new.views
+
+    run(check)
