@@ -34,6 +34,7 @@ bench: setup
 	$(BIN)/python bench/bench_offsets_topic.py
 	$(BIN)/python bench/bench_decoder.py --broker
 	$(BIN)/python bench/bench_evaluator.py
+	$(BIN)/python bench/bench_jmx.py
 
 typecheck: setup
 	$(BIN)/mypy monitor

@@ -122,6 +122,9 @@ async def _serve(
         "\nkafka-monitor demo is running; Ctrl-C stops everything.\n"
         f"  health     {base}/healthz\n"
         f"  readiness  {base}/ready\n"
+        f"  status     {base}/v3/kafka/local/consumer/demo-stopped/status\n"
+        f"  lag        {base}/v3/kafka/local/consumer/demo-lagging/lag\n"
+        f"  groups     {base}/v3/kafka/local/consumer\n"
         f"  kafka      {config.clusters[0].bootstrap_servers[0]} (Kafka 0.9.0.1)\n",
         flush=True,
     )
