@@ -390,6 +390,17 @@ class HealthConfig(_Model):
         return self
 
 
+class ExporterConfig(_Model):
+    """Prometheus ``/metrics``. Group-partition series multiply groups by partitions; on big
+    clusters ``partition_series: false`` bounds the series count to groups x topics."""
+
+    partition_series: bool = Field(
+        default=True,
+        description="per-partition lag, offset and status series; false exports per-topic "
+        "aggregates only (sum of lag, max lag seconds, worst status, summed log offsets)",
+    )
+
+
 class MonitorConfig(_Model):
     clusters: list[ClusterConfig] = Field(min_length=1)
     collectors: CollectorsConfig = Field(default_factory=CollectorsConfig)
@@ -399,6 +410,7 @@ class MonitorConfig(_Model):
     http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+    exporter: ExporterConfig = Field(default_factory=ExporterConfig)
 
     @model_validator(mode="after")
     def _references(self) -> MonitorConfig:

@@ -28,6 +28,7 @@ from monitor.collectors.metadata import MetadataCollector
 from monitor.collectors.offsets_topic import OffsetsTopicCollector
 from monitor.config import MonitorConfig
 from monitor.evaluation import Evaluator
+from monitor.exporter import LagExporter
 from monitor.health_metrics import HealthMetrics
 from monitor.httpserver import build_app
 from monitor.store import Store
@@ -116,6 +117,9 @@ class Service:
         )
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))
+        self.registry.register(
+            LagExporter(self.evaluator, self.store, self.collectors, config.exporter)
+        )
         self.started_at = time.time()
         self.http_port: int | None = None
         self._scheduler: AsyncIOScheduler | None = None

@@ -1,0 +1,513 @@
+"""The Prometheus exporter: a real store and evaluator fed on a simulated timeline (no Kafka),
+scraped through a real registry with ``generate_latest`` and read back with
+prometheus_client's own text parser. The end-to-end test against the real broker is at the
+bottom."""
+
+from __future__ import annotations
+
+import math
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Message
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.collectors.base import Collector
+from monitor.collectors.offsets_topic import OffsetsTopicCollector
+from monitor.config import ClusterConfig, ConfigError, EvaluatorConfig, ExporterConfig, parse_config
+from monitor.evaluation import Evaluator
+from monitor.exporter import STATUS_WORDS, LagExporter, render_cluster, verbatim_type_supported
+from monitor.localkafka import LocalKafka
+from monitor.localkafka.workload import (
+    HealthyConsumer,
+    ProducerLoad,
+    StoppedConsumer,
+    librdkafka_logger,
+)
+from monitor.observations import BrokerOffsets, CommitBatch, GroupMember, GroupMembership
+from monitor.store import Store
+from tests.harness.kafka_fixtures import make_unique_name
+from tests.harness.polling import wait_for
+from tests.harness.service_thread import ServiceThread
+from tests.test_consumer_offsets_decoder import commit_key, offset_value
+
+C = "c1"
+T0 = 1_800_000_000.0
+TOPICS = {"orders": 2, "payments": 1}
+RATE = 10  # records per second per partition
+LOG_START = 5
+ODD = 'we"ird\\name\nx'  # a legal group name that needs escaping in the text format
+
+Series = dict[frozenset[tuple[str, str]], float]
+
+
+class World:
+    """Groups on a simulated clock: ``ok`` commits its position every second, ``warn`` falls
+    further behind at every commit, ``stop`` commits with some lag until ``stop_at`` and then
+    never again (no members); ``members-only`` has members and never committed."""
+
+    def __init__(self, stop_at: float = T0 + 5, **config: object) -> None:
+        self.store = Store(EvaluatorConfig(window=5, min_distance=0.5, **config))  # type: ignore[arg-type]
+        self.fresh: float | None = None  # the offsets-topic reader's freshness
+        self.evaluator = Evaluator(
+            self.store, self.store.evaluator_config, lambda _c: self.fresh, stale_after=5
+        )
+        self.stop_at = stop_at
+        self.order = 0
+        self.committed: dict[tuple[str, str, int], int] = {}
+
+    @staticmethod
+    def leo(t: float) -> int:
+        return LOG_START + int((t - T0) * RATE)
+
+    def commit(self, t: float, group: str, offset: int, topics: dict[str, int] = TOPICS) -> None:
+        rows = [(tp, p) for tp, n in topics.items() for p in range(n)]
+        self.order += 1
+        self.store.put_commits(CommitBatch(
+            cluster=C, source="offsets_topic", observed_at=t, groups=[group] * len(rows),
+            topics=[tp for tp, _ in rows], partitions=[p for _, p in rows],
+            offsets=[offset] * len(rows), commit_times=[int(t * 1000)] * len(rows),
+            orders=list(range(self.order * 100, self.order * 100 + len(rows))),
+        ))
+        for tp, p in rows:
+            self.committed[(group, tp, p)] = offset
+
+    def members(self, t: float, group: str, n: int) -> None:
+        self.store.put_group(GroupMembership(
+            cluster=C, group=group, source="offsets_topic", observed_at=t,
+            state="Stable" if n else "Empty", protocol_type="consumer", protocol="range",
+            generation=1,
+            members=tuple(GroupMember(f"m{i}", f"client-{i}", "/10.0.0.1") for i in range(n)),
+        ))
+
+    def run(self, start: float, until: float, reader_up: bool = True) -> None:
+        """One observation round per second in [start, until]; with the offsets-topic reader
+        down, log ends still arrive (another path) but no commits or membership."""
+        for step in range(int(until - start) + 1):
+            t = start + step
+            leo = self.leo(t)
+            rows = [(tp, p) for tp, n in TOPICS.items() for p in range(n)]
+            self.store.put_broker_offsets(BrokerOffsets(
+                C, t, [tp for tp, _ in rows], [p for _, p in rows], [LOG_START] * len(rows),
+                [leo] * len(rows)))
+            if not reader_up:
+                continue
+            self.commit(t, "ok", leo)
+            self.commit(t, ODD, leo, {"orders": 1})
+            self.commit(t, "warn", leo - 5 * int(t - T0))
+            if t <= self.stop_at:
+                self.commit(t, "stop", leo - 3)
+            for g in ("ok", "warn", ODD):
+                self.members(t, g, 1)
+            self.members(t, "members-only", 2)
+            self.fresh = t
+
+
+def registry_for(world: World, partition_series: bool = True,
+                 collectors: list[Collector] | None = None) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(LagExporter(world.evaluator, world.store, collectors or [],
+                                  ExporterConfig(partition_series=partition_series)))
+    return registry
+
+
+def scrape_text(text: str) -> dict[str, Series]:
+    """Every sample of an exposition, by sample name, keyed by its label set."""
+    out: dict[str, Series] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+    return out
+
+
+def scrape(registry: CollectorRegistry) -> dict[str, Series]:
+    return scrape_text(generate_latest(registry).decode())
+
+
+def value(samples: dict[str, Series], name: str, **labels: object) -> float:
+    key = frozenset((k, str(v)) for k, v in labels.items())
+    return samples[name][key]
+
+
+def groups_in(samples: dict[str, Series], name: str) -> set[str]:
+    return {dict(k)["group"] for k in samples.get(name, {})}
+
+
+@pytest.fixture
+def world() -> World:
+    w = World()
+    w.run(T0 + 1, T0 + 10)
+    w.evaluator.run_once(T0 + 10.5)
+    return w
+
+
+def test_statuses_lags_and_offsets_per_partition(world: World) -> None:
+    m = scrape(registry_for(world))
+    result = world.evaluator.result(C)
+    assert result is not None
+    assert {g: result.group(g).status for g in ("ok", "warn", "stop")} == {  # type: ignore[union-attr]
+        "ok": "OK", "warn": "WARN", "stop": "STOP"}
+    for group, code in (("ok", 1), ("warn", 2), ("stop", 5), ("members-only", 1)):
+        assert value(m, "kafka_monitor_group_status", cluster=C, group=group) == code
+    leo = World.leo(T0 + 10)
+    for (group, topic, p), committed in world.committed.items():
+        labels = dict(cluster=C, group=group, topic=topic, partition=p)
+        assert value(m, "kafka_consumergroup_group_offset", **labels) == committed
+        assert value(m, "kafka_consumergroup_group_lag", **labels) == leo - committed
+        want = {"ok": 1, "warn": 2, "stop": 5, ODD: 1}[group]
+        assert value(m, "kafka_monitor_partition_status", **labels) == want
+    # Group aggregates agree with the partitions, and with the API's view of the group.
+    stop = result.group("stop")
+    assert stop is not None
+    assert value(m, "kafka_consumergroup_group_sum_lag", cluster=C, group="stop") == stop.totallag
+    assert stop.totallag == 3 * (leo - world.committed[("stop", "orders", 0)])
+    assert value(m, "kafka_consumergroup_group_max_lag_seconds", cluster=C, group="stop") == \
+        pytest.approx(stop.lag_seconds, abs=1e-3)
+    assert value(m, "kafka_consumergroup_group_topic_sum_lag", cluster=C, group="warn",
+                 topic="orders") == 2 * (leo - world.committed[("warn", "orders", 0)])
+    assert value(m, "kafka_monitor_group_topic_status", cluster=C, group="stop",
+                 topic="payments") == 5
+    # Members and Kafka's group state.
+    assert value(m, "kafka_consumergroup_members", cluster=C, group="ok") == 1
+    assert value(m, "kafka_consumergroup_members", cluster=C, group="stop") == 0
+    assert value(m, "kafka_consumergroup_members", cluster=C, group="members-only") == 2
+    assert value(m, "kafka_monitor_group_info", cluster=C, group="ok", state="Stable") == 1
+    assert value(m, "kafka_monitor_group_info", cluster=C, group="stop", state="Unknown") == 1
+    # Log offsets per topic partition, from the store.
+    for topic, n in TOPICS.items():
+        for p in range(n):
+            labels = dict(cluster=C, topic=topic, partition=p)
+            assert value(m, "kafka_topic_partition_current_offset", **labels) == leo
+            assert value(m, "kafka_topic_partition_oldest_offset", **labels) == LOG_START
+    assert value(m, "kafka_monitor_evaluation_timestamp_seconds", cluster=C) == T0 + 10.5
+
+
+def test_status_codes_stay_monitor_codes_under_burrow_status() -> None:
+    """With ``evaluator.burrow_status`` the API says ERR; the gauge keeps the precise code."""
+    w = World(burrow_status=True)
+    w.run(T0 + 1, T0 + 10)
+    w.evaluator.run_once(T0 + 10.5)
+    stop = w.evaluator.result(C).group("stop")  # type: ignore[union-attr]
+    assert stop is not None and stop.status == "ERR"
+    m = scrape(registry_for(w))
+    assert value(m, "kafka_monitor_group_status", cluster=C, group="stop") == 5
+    assert value(m, "kafka_monitor_group_status_state", cluster=C, group="stop",
+                 status="STOP") == 1
+
+
+def test_state_set_has_exactly_one_one_per_group(world: World) -> None:
+    m = scrape(registry_for(world))
+    state = m["kafka_monitor_group_status_state"]
+    groups = groups_in(m, "kafka_monitor_group_status")
+    assert groups == {"ok", "warn", "stop", "members-only", ODD}
+    for group in groups:
+        rows = {dict(k)["status"]: v for k, v in state.items() if dict(k)["group"] == group}
+        assert set(rows) == set(STATUS_WORDS)
+        assert sorted(rows.values()) == [0, 0, 0, 0, 0, 1]
+        code = value(m, "kafka_monitor_group_status", cluster=C, group=group)
+        assert rows[STATUS_WORDS[int(code)]] == 1
+
+
+def test_label_values_are_escaped(world: World) -> None:
+    m = scrape(registry_for(world))
+    assert ODD in groups_in(m, "kafka_consumergroup_group_lag")
+    assert value(m, "kafka_monitor_group_status", cluster=C, group=ODD) == 1
+
+
+def test_lag_seconds_finite_and_true_for_the_stopped_group(world: World) -> None:
+    # A group on a topic whose log end was never observed: no history, lag seconds unknown.
+    world.commit(T0 + 10, "blind", 7, {"quiet": 1})
+    world.evaluator.run_once(T0 + 10.5)
+    m = scrape(registry_for(world))
+    for name in ("kafka_consumergroup_group_lag_seconds",
+                 "kafka_consumergroup_group_max_lag_seconds",
+                 "kafka_consumergroup_group_topic_max_lag_seconds"):
+        values = list(m[name].values())
+        assert values and all(math.isfinite(v) and v >= 0 for v in values), name
+    assert value(m, "kafka_consumergroup_group_lag_seconds", cluster=C, group="blind",
+                 topic="quiet", partition=0) == 0
+    # The stop group sits at leo(T0+5) - 3: the log end passed that offset between T0+4
+    # and T0+5, so about 6 s before the evaluation at T0+10.5.
+    secs = value(m, "kafka_consumergroup_group_lag_seconds", cluster=C, group="stop",
+                 topic="orders", partition=0)
+    assert 5.5 <= secs <= 6.5
+    assert value(m, "kafka_consumergroup_group_lag_seconds", cluster=C, group="ok",
+                 topic="orders", partition=0) == 0
+
+
+def test_per_topic_aggregation_replaces_partition_series(world: World) -> None:
+    full = scrape(registry_for(world))
+    topic = scrape(registry_for(world, partition_series=False))
+    for name in ("kafka_consumergroup_group_offset", "kafka_consumergroup_group_lag",
+                 "kafka_consumergroup_group_lag_seconds", "kafka_monitor_partition_status",
+                 "kafka_topic_partition_current_offset", "kafka_topic_partition_oldest_offset"):
+        assert name in full and name not in topic, name
+    assert all("partition" not in dict(k) for series in topic.values() for k in series)
+    # The per-topic figures are the partitions' sum / max / worst.
+    for key, total in topic["kafka_consumergroup_group_topic_sum_lag"].items():
+        lab = dict(key)
+        parts = [v for k, v in full["kafka_consumergroup_group_lag"].items()
+                 if {x: y for x, y in k if x != "partition"} == lab]
+        assert parts and total == sum(parts)
+        secs = [v for k, v in full["kafka_consumergroup_group_lag_seconds"].items()
+                if {x: y for x, y in k if x != "partition"} == lab]
+        assert topic["kafka_consumergroup_group_topic_max_lag_seconds"][key] == max(secs)
+    leo = World.leo(T0 + 10)
+    assert value(topic, "kafka_topic_current_offset_sum", cluster=C, topic="orders") == 2 * leo
+    assert value(topic, "kafka_topic_oldest_offset_sum", cluster=C, topic="orders") == 2 * LOG_START
+    assert value(topic, "kafka_topic_partitions", cluster=C, topic="payments") == 1
+    # Group-level series are the same in both forms.
+    assert topic["kafka_monitor_group_status"] == full["kafka_monitor_group_status"]
+
+
+def test_stopped_group_keeps_reporting_until_it_expires() -> None:
+    w = World(expire_group=40)
+    w.run(T0 + 1, T0 + 10)
+    registry = registry_for(w)
+    per_group = ("kafka_monitor_group_status", "kafka_consumergroup_group_lag",
+                 "kafka_consumergroup_group_lag_seconds", "kafka_consumergroup_members",
+                 "kafka_monitor_group_status_state", "kafka_consumergroup_group_topic_sum_lag")
+    for until in (T0 + 20, T0 + 30, T0 + 44):  # silent since T0+5: expires after T0+45
+        w.run(until - 9, until)
+        w.evaluator.run_once(until + 0.5)
+        m = scrape(registry)
+        assert value(m, "kafka_monitor_group_status", cluster=C, group="stop") == 5, until
+        for name in per_group:
+            assert "stop" in groups_in(m, name), (name, until)
+    w.run(T0 + 45, T0 + 47)
+    w.evaluator.run_once(T0 + 47.5)
+    m = scrape(registry)
+    for name in per_group:
+        assert "stop" not in groups_in(m, name), name
+        assert "ok" in groups_in(m, name), name
+    assert value(m, "kafka_monitor_groups_expired_total") == 1
+
+
+def test_stale_group_still_reports_and_says_so() -> None:
+    w = World(stop_at=T0 + 30)
+    w.run(T0 + 1, T0 + 10)
+    w.run(T0 + 11, T0 + 30, reader_up=False)  # the reader is blind from T0+10 on
+    w.evaluator.run_once(T0 + 30.5)
+    m = scrape(registry_for(w))
+    for group in ("ok", "warn", "stop"):
+        assert value(m, "kafka_monitor_group_stale", cluster=C, group=group) == 1
+        assert value(m, "kafka_monitor_group_status", cluster=C, group=group) >= 1
+        assert value(m, "kafka_consumergroup_group_lag", cluster=C, group=group, topic="orders",
+                     partition=0) >= 0
+    w.run(T0 + 31, T0 + 32)
+    w.evaluator.run_once(T0 + 32.5)
+    m = scrape(registry_for(w))
+    assert value(m, "kafka_monitor_group_stale", cluster=C, group="ok") == 0
+
+
+def test_render_is_cached_per_evaluation_round(world: World) -> None:
+    exporter = LagExporter(world.evaluator, world.store, [])
+    ev = world.evaluator.result(C)
+    assert ev is not None
+    first = exporter.rendered(ev)
+    assert exporter.rendered(ev) is first
+    world.run(T0 + 11, T0 + 11)
+    world.evaluator.run_once(T0 + 11.5)
+    ev2 = world.evaluator.result(C)
+    assert ev2 is not None and ev2 is not ev
+    second = exporter.rendered(ev2)
+    assert second is not first
+    lag = "kafka_consumergroup_group_lag"
+    assert second.families[lag] != first.families[lag]  # the stop group's lag grew
+
+
+def test_fast_path_matches_the_parsed_fallback(world: World) -> None:
+    """The rendered families ride in the TYPE field (see the module docstring): this guards
+    that trick against prometheus_client changes, and the fallback against drift."""
+    assert verbatim_type_supported()
+    fast = registry_for(world)
+    slow_exporter = LagExporter(world.evaluator, world.store, [])
+    slow_exporter._fast = False
+    slow = CollectorRegistry()
+    slow.register(slow_exporter)
+    fast_samples, slow_samples = scrape(fast), scrape(slow)
+    for m in (fast_samples, slow_samples):
+        del m["kafka_monitor_exporter_render_duration_seconds"]  # timing, differs
+    assert fast_samples == slow_samples
+    # And the text itself is one HELP and one TYPE per family, each family contiguous.
+    text = generate_latest(fast).decode()
+    types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
+    assert len(types) == len(set(types))
+
+
+def test_render_cluster_without_windows_reports_membership_only() -> None:
+    w = World()
+    w.members(T0, "fresh-group", 3)  # members, never a commit: no windows at all
+    ev = w.evaluator.evaluate_cluster(C, T0 + 1)
+    text = "".join(f"# TYPE {n} gauge\n{b}" for n, b in render_cluster(ev, {}).items())
+    m = scrape_text(text)
+    assert value(m, "kafka_monitor_group_status", cluster=C, group="fresh-group") == 1
+    assert value(m, "kafka_consumergroup_members", cluster=C, group="fresh-group") == 3
+    assert "kafka_consumergroup_group_lag" not in m
+
+
+class ScriptedCollector(Collector):
+    """Test double for a collector's Kafka work (``collect``): fails on the rounds listed,
+    succeeds otherwise. The health bookkeeping under test is the real base class's."""
+
+    kind = "group_offsets"
+
+    def __init__(self, fail_rounds: set[int]) -> None:
+        super().__init__(C, 1.0)
+        self.fail_rounds = fail_rounds
+        self.round = 0
+
+    def collect(self) -> None:
+        self.round += 1
+        if self.round in self.fail_rounds:
+            raise TimeoutError("broker did not answer")
+
+
+def offsets_topic_message(offset: int, key: bytes | None, value: bytes | None) -> Message:
+    return Message(topic="__consumer_offsets", partition=0, offset=offset, key=key, value=value)
+
+
+def test_collector_health_and_decoder_counters(world: World) -> None:
+    flaky = ScriptedCollector({2, 3})
+    for _ in range(3):
+        flaky.run_once()
+    reader = OffsetsTopicCollector(ClusterConfig(name=C, bootstrap_servers=["127.0.0.1:9"]),
+                                   Store())  # never started: fed real records directly
+    records = [
+        offsets_topic_message(0, commit_key("g1", "orders", 0), offset_value(1, 42, commit_ts=1)),
+        offsets_topic_message(1, commit_key("g1", "orders", 1), offset_value(1, 43, commit_ts=1)),
+        offsets_topic_message(2, None, b"\x00\x01"),  # no key
+        offsets_topic_message(3, commit_key("g1", "orders", 0), b"\x00\x09" + b"\x00" * 26),
+    ]
+    assert reader.handle_messages(records) == 4
+    m = scrape(registry_for(world, collectors=[flaky, reader]))
+    fl = dict(cluster=C, collector="group_offsets")
+    assert value(m, "kafka_monitor_collector_runs_total", **fl) == 3
+    assert value(m, "kafka_monitor_collector_errors_total", **fl) == 2
+    assert value(m, "kafka_monitor_collector_consecutive_errors", **fl) == 2
+    assert flaky.health.last_success is not None
+    assert value(m, "kafka_monitor_collector_last_success_timestamp_seconds", **fl) == \
+        pytest.approx(flaky.health.last_success)
+    assert value(m, "kafka_monitor_collector_last_duration_seconds", **fl) >= 0
+    assert value(m, "kafka_monitor_collector_ready", **fl) == 1
+    rd = dict(cluster=C, collector="offsets_topic")
+    assert value(m, "kafka_monitor_collector_runs_total", **rd) == 0
+    assert value(m, "kafka_monitor_collector_ready", **rd) == 0
+    assert frozenset(rd.items()) not in m.get(
+        "kafka_monitor_collector_last_success_timestamp_seconds", {})
+    assert value(m, "kafka_monitor_offsets_topic_records_total", cluster=C) == 4
+    assert value(m, "kafka_monitor_offsets_topic_commits_stored_total", cluster=C) == 2
+    assert value(m, "kafka_monitor_offsets_topic_records_skipped_total", cluster=C,
+                 reason="missing_key") == 1
+    assert value(m, "kafka_monitor_offsets_topic_records_skipped_total", cluster=C,
+                 reason="unknown_value_version") == 1
+    assert value(m, "kafka_monitor_evaluation_rounds_total") == 1
+
+
+def test_exporter_names_do_not_clash_with_broker_health() -> None:
+    """The service's registry holds both collectors; registering refuses duplicate names."""
+    from monitor.health_metrics import HealthMetrics
+
+    config = parse_config({"clusters": [{"name": C, "bootstrap_servers": "127.0.0.1:9"}]})
+    store = Store()
+    registry = CollectorRegistry()
+    registry.register(HealthMetrics(store, config))
+    registry.register(LagExporter(Evaluator(store, config.evaluator), store, []))
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def test_config_exporter_section() -> None:
+    base = {"clusters": [{"name": C, "bootstrap_servers": "127.0.0.1:9092"}]}
+    assert parse_config(base).exporter.partition_series is True
+    cfg = parse_config({**base, "exporter": {"partition_series": False}})
+    assert cfg.exporter.partition_series is False
+    with pytest.raises(ConfigError) as err:
+        parse_config({**base, "exporter": {"partition_serie": False}})
+    assert "exporter.partition_serie: unknown key (did you mean 'partition_series'?)" in str(
+        err.value)
+    with pytest.raises(ConfigError) as err:
+        parse_config({**base, "exporter": {"partition_series": "sometimes"}})
+    assert "exporter.partition_series" in str(err.value)
+
+
+# --------------------------------------------------------------------------- real broker
+
+
+@pytest.mark.kafka
+def test_metrics_endpoint_on_real_groups(kafka: LocalKafka) -> None:
+    """The real service against the real Kafka 0.9 broker, scraped over a socket: a healthy
+    group reads OK, a consumer that closes for good turns STOP and keeps reporting a growing
+    lag, and the monitor's own health is there."""
+    prefix = make_unique_name("exporter")
+    topic, healthy, stopped = f"{prefix}-t", f"{prefix}-healthy", f"{prefix}-stopped"
+    kafka.create_topic(topic, partitions=2)
+    config = parse_config({
+        "clusters": [{
+            "name": "local",
+            "bootstrap_servers": kafka.bootstrap_servers.split(","),
+            "broker_version_fallback": "0.9.0.1",
+            "offsets_source": "admin",
+            "groups": {"allow": [f"^{prefix}"]},
+            "topics": {"allow": [f"^{prefix}"]},
+        }],
+        "collectors": {"metadata_interval": "2s", "broker_offsets_interval": "1s",
+                       "group_offsets_interval": "1s"},
+        "evaluator": {"interval": "1s", "window": 5},
+        "http": {"host": "127.0.0.1", "port": 0},
+    })
+    cfg = {**kafka.client_config(), "logger": librdkafka_logger}
+    with ServiceThread(config) as monitor, ProducerLoad(cfg, topic, rate=20), \
+            HealthyConsumer(cfg, topic, healthy), \
+            StoppedConsumer(cfg, topic, stopped, stop_after_s=6) as quitter:
+        url = f"http://127.0.0.1:{monitor.service.http_port}/metrics"
+
+        def fetch() -> dict[str, Series]:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                assert response.status == 200
+                return scrape_text(response.read().decode())
+
+        def status(m: dict[str, Series], group: str) -> float | None:
+            return m.get("kafka_monitor_group_status", {}).get(
+                frozenset({("cluster", "local"), ("group", group)}))
+
+        assert quitter.closed.wait(45), "the stopped consumer never closed"
+        m = wait_for(fetch, 40, "healthy OK and stopped STOP on /metrics",
+                     ok=lambda m: status(m, healthy) == 1 and status(m, stopped) == 5,
+                     interval=0.5)
+        g = dict(cluster="local", group=stopped)
+        assert value(m, "kafka_monitor_group_status_state", **g, status="STOP") == 1
+        assert value(m, "kafka_consumergroup_members", **g) == 0
+        assert value(m, "kafka_consumergroup_members", cluster="local", group=healthy) == 1
+        assert value(m, "kafka_monitor_group_stale", **g) == 0
+        last_commit: dict[tuple[str, int], int] = {}
+        for c in quitter.commits:
+            last_commit.update(c.offsets)
+        for p in (0, 1):
+            tp = dict(topic=topic, partition=p)
+            assert value(m, "kafka_monitor_partition_status", **g, **tp) == 5
+            assert value(m, "kafka_consumergroup_group_offset", **g, **tp) == \
+                last_commit[(topic, p)]
+            assert value(m, "kafka_topic_partition_current_offset", cluster="local", **tp) >= \
+                value(m, "kafka_consumergroup_group_offset", **g, **tp)
+        lag = value(m, "kafka_consumergroup_group_sum_lag", **g)
+        secs = value(m, "kafka_consumergroup_group_max_lag_seconds", **g)
+        assert lag > 0 and 0 < secs < 120
+        # Stopped is not gone: the series stay and the lag keeps growing with the producer.
+        later = wait_for(fetch, 15, "the stopped group's lag growing",
+                         ok=lambda m2: value(m2, "kafka_consumergroup_group_sum_lag", **g) > lag
+                         and value(m2, "kafka_consumergroup_group_max_lag_seconds", **g) > secs,
+                         interval=0.5)
+        assert status(later, stopped) == 5
+        secs_now = later["kafka_consumergroup_group_lag_seconds"].values()
+        assert all(math.isfinite(v) and v >= 0 for v in secs_now)
+        # The monitor's own health.
+        col = dict(cluster="local", collector="group_offsets")
+        assert value(later, "kafka_monitor_collector_last_success_timestamp_seconds", **col) > \
+            time.time() - 10
+        assert value(later, "kafka_monitor_collector_ready", **col) == 1
+        assert value(later, "kafka_monitor_evaluation_timestamp_seconds", cluster="local") > \
+            time.time() - 10
