@@ -35,6 +35,7 @@ bench: setup
 	$(BIN)/python bench/bench_decoder.py --broker
 	$(BIN)/python bench/bench_evaluator.py
 	$(BIN)/python bench/bench_jmx.py
+	$(BIN)/python bench/bench_metrics.py
 
 typecheck: setup
 	$(BIN)/mypy monitor
