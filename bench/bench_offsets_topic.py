@@ -16,7 +16,8 @@ Then, in the same run, alternating so both see the same machine conditions (best
 * ``raw``: a plain consumer assigned to every partition reads the topic to the high
   watermarks, touching each record's key, value, partition and offset: the practical limit.
 * ``collector``: ``OffsetsTopicCollector`` (its reader thread) catches up from the earliest
-  offset, decoding every batch and handing it to a fresh ``Store``.
+  offset, decoding every batch and handing it to a fresh ``Store`` as the service uses it:
+  keeping Burrow's sliding windows (default ``EvaluatorConfig``), which every commit feeds.
 
 Both are timed from ``assign()`` to reaching the high watermarks. Printed as one JSON object:
 ``raw_records_per_s``, ``collector_records_per_s``, ``ratio`` (target >= 0.70),
@@ -254,6 +255,7 @@ def main() -> None:
             "note": "broker JVM, librdkafka threads and Python share these CPUs",
         },
         "broker": "local Kafka 0.9.0.1 (monitor.localkafka), 1 broker, 50 offsets partitions",
+        "store": "Store() with sliding windows, EvaluatorConfig defaults (as the service)",
     }
     kafka = LocalKafka(1, offsets_topic_partitions=50, heap="512m").start()
     try:

@@ -55,13 +55,16 @@ class PartitionOffsets:
 class Commit:
     """A group's latest committed offset for one partition. Read-only by convention: not
     frozen because one is built per ingested commit, and a frozen dataclass costs four times
-    as much to build (453 ns against 113 ns here), a third of the reader's store time."""
+    as much to build (453 ns against 113 ns here), a third of the reader's store time.
+    ``row`` is the partition's window row (internal): carried here so that ingest finds the
+    latest commit and the window with one dict lookup."""
 
     offset: int
     commit_time: float  # unix seconds: Kafka's commit timestamp, else when it was observed
     order: int
     observed_at: float
     source: OffsetSource
+    row: int = field(default=-1, repr=False, compare=False)
 
 
 @dataclass(slots=True)
@@ -109,7 +112,7 @@ class GroupSnapshot:
 
 @dataclass(slots=True)
 class _Cluster:
-    windows: Windows | None  # None: sliding windows not kept (no evaluator_config)
+    windows: Windows
     metadata: ClusterMetadata | None = None
     offsets: dict[TopicPartition, PartitionOffsets] = field(default_factory=dict)
     groups: dict[str, _Group] = field(default_factory=dict)
@@ -210,14 +213,14 @@ class Store:
             cluster = self._cluster(batch.cluster)
             groups = cluster.groups
             windows = cluster.windows
-            track = windows is not None
+            allocate = windows.allocate
             at = batch.observed_at
             source = batch.source
             last_name: str | None = None
             commits: dict[TopicPartition, Commit] = {}
             rows: dict[TopicPartition, int] = {}
             gid = -1
-            row_ids: list[int] = []
+            row_ids: list[int] = []  # window row per commit, -1: not a commit
             add_row = row_ids.append
             admin = source == "admin"
             skipped = False
@@ -235,52 +238,49 @@ class Store:
                     group.stale_error = None
                     commits = group.commits
                     rows = group.rows
-                    if windows is not None and group.gid < 0:
+                    if group.gid < 0:
                         group.gid = windows.group_id(group_name)
                     gid = group.gid
                     last_name = group_name
                 tp = (topic, partition)
                 previous = commits.get(tp)
-                if (
-                    admin
-                    and previous is not None
-                    and previous.offset == offset
-                    and previous.source == source
-                ):
-                    if track:
+                when = at if ms is None else ms / 1000.0
+                if previous is None:  # a new partition of the group: a new window row
+                    row = rows[tp] = allocate(gid, tp, source)
+                    add_row(row)
+                    commits[tp] = Commit(offset, when, order, at, source, row)
+                    continue
+                if previous.source == source:
+                    if admin and previous.offset == offset:
                         add_row(-1)  # seen again, not committed again
                         skipped = True
-                    continue
-                if track:
-                    row = rows.get(tp)
-                    if row is None:
-                        assert windows is not None
-                        row = rows[tp] = windows.allocate(gid, topic, partition, source)
-                    add_row(row)
-                when = at if ms is None else ms / 1000.0
-                if previous is not None and (
-                    order < previous.order
-                    if previous.source == source
-                    else when < previous.commit_time
-                ):
-                    continue
-                commits[tp] = Commit(offset, when, order, at, source)
-            if row_ids and windows is not None:
+                        continue
+                    add_row(previous.row)
+                    if order < previous.order:
+                        continue
+                else:
+                    add_row(previous.row)
+                    if when < previous.commit_time:
+                        continue
+                commits[tp] = Commit(offset, when, order, at, source, previous.row)
+            if row_ids:
                 at_ms = round(at * 1000)
-                times = np.array(batch.commit_times, dtype=np.float64)  # None -> nan
-                if source == "admin" or np.isnan(times).any():
-                    times = np.where(np.isnan(times), at_ms, times)
-                row_arr = np.array(row_ids, dtype=np.int64)
-                offsets = np.array(batch.offsets, dtype=np.int64)
-                orders = np.array(batch.orders, dtype=np.int64)
+                n = len(row_ids)  # fromiter: ~15 % cheaper than np.array on lists of ints
+                row_arr = np.fromiter(row_ids, np.int64, n)
+                offsets = np.fromiter(batch.offsets, np.int64, n)
+                orders = np.fromiter(batch.orders, np.int64, n)
+                try:
+                    times = np.fromiter(batch.commit_times, np.int64, n)
+                except TypeError:  # None (no commit time): when it was observed
+                    times = np.array(
+                        [at_ms if t is None else t for t in batch.commit_times], dtype=np.int64
+                    )
                 if skipped:
                     keep = row_arr >= 0
                     row_arr, offsets, times, orders = (
                         row_arr[keep], offsets[keep], times[keep], orders[keep]
                     )
-                windows.put_commits(
-                    row_arr, offsets, times.astype(np.int64), orders, at_ms, source
-                )
+                windows.put_commits(row_arr, offsets, times, orders, at_ms, source)
 
     def put_group(self, membership: GroupMembership) -> None:
         with self._lock:

@@ -256,3 +256,108 @@ def test_put_commits_repeating_rows_in_one_batch_match_one_at_a_time() -> None:
         put(single, [r])
     for p in range(4):
         assert window(batched, tp=("t", p)) == window(single, tp=("t", p))
+
+
+class ReferenceWindows:
+    """Burrow's storage rules applied one commit at a time, in plain Python (no numpy): what
+    the store's vectorised ingest must reproduce. Also keeps the latest commit per partition,
+    which decides whether an Admin API value is a re-observation (skipped)."""
+
+    def __init__(self, window: int, min_distance_ms: int) -> None:
+        self.window, self.min_distance_ms = window, min_distance_ms
+        self.rows: dict[tuple[str, str, int], list[dict[str, int]]] = {}
+        self.row_source: dict[tuple[str, str, int], str] = {}
+        self.latest: dict[tuple[str, str, int], tuple[int, float, int, str]] = {}
+        self.log_end: dict[tuple[str, int], int] = {}
+
+    def put(self, batch: CommitBatch) -> None:
+        at_ms = round(batch.observed_at * 1000)
+        for g, t, p, off, ms, order in zip(
+            batch.groups, batch.topics, batch.partitions, batch.offsets, batch.commit_times,
+            batch.orders, strict=True,
+        ):
+            key, source = (g, t, p), batch.source
+            previous = self.latest.get(key)
+            if (source == "admin" and previous is not None and previous[3] == source
+                    and previous[0] == off):
+                continue  # seen again, not committed again
+            when = batch.observed_at if ms is None else ms / 1000.0
+            if previous is None or (
+                order >= previous[2] if previous[3] == source else when >= previous[1]
+            ):
+                self.latest[key] = (off, when, order, source)
+            if self.row_source.setdefault(key, source) != source:
+                continue  # orders only compare within the row's source
+            end = self.log_end.get((t, p))
+            entry = {"offset": off, "order": order, "ts": at_ms if ms is None else ms,
+                     "obs": at_ms, "lag": -1 if end is None else max(end - off, 0)}
+            self._apply(self.rows.setdefault(key, []), entry)
+
+    def _apply(self, entries: list[dict[str, int]], e: dict[str, int]) -> None:
+        if any(x["order"] == e["order"] for x in entries):
+            return  # duplicate
+        if not entries or e["order"] > entries[-1]["order"]:
+            if entries and e["ts"] - entries[-1]["ts"] < self.min_distance_ms:
+                entries[-1] = {**e, "ts": entries[-1]["ts"]}  # replaced, keeps its time
+                return
+            entries.append(e)
+        else:
+            pos = sum(x["order"] < e["order"] for x in entries)
+            entries.insert(pos, e)
+        if len(entries) > self.window:
+            del entries[0]
+
+    def window_of(self, key: tuple[str, str, int]) -> dict[str, list[int]]:
+        entries = self.rows.get(key, [])
+        return {
+            "offsets": [x["offset"] for x in entries], "orders": [x["order"] for x in entries],
+            "times_ms": [x["ts"] for x in entries], "observed_ms": [x["obs"] for x in entries],
+            "lags": [x["lag"] for x in entries],
+        }
+
+
+def test_vectorised_windows_match_a_per_commit_reference_on_random_batches() -> None:
+    """Random batches with rows repeated many times, out-of-order and duplicate orders,
+    chatty commits (min-distance), full windows, both sources and moving log ends."""
+    rng = np.random.default_rng(7)
+    for case in range(40):
+        window, min_distance_ms = int(rng.integers(2, 6)), int(rng.choice([1, 500, 2_000]))
+        s = store(window=window, min_distance=min_distance_ms / 1000)
+        ref = ReferenceWindows(window, min_distance_ms)
+        keys = [(f"g{g}", f"t{t}", p) for g in range(3) for t in range(2) for p in range(3)]
+        next_order = {k: 0 for k in keys}
+        clock_ms, end = 1_000_000, 0
+        for _ in range(12):
+            clock_ms += int(rng.integers(0, 3_000))
+            if rng.random() < 0.5:  # a log-end refresh for every partition
+                end += int(rng.integers(0, 50))
+                ends = {(f"t{t}", p): end for t in range(2) for p in range(3)}
+                log_ends(s, ends, at=clock_ms / 1000)
+                ref.log_end.update(ends)
+            n = int(rng.integers(1, 60))
+            picks = [keys[i] for i in rng.integers(0, len(keys) if case % 2 else 3, n)]
+            source = "admin" if rng.random() < 0.25 else "offsets_topic"
+            orders, times = [], []
+            for k in picks:
+                r = rng.random()
+                if r < 0.15 and next_order[k] > 0:  # late or duplicate arrival
+                    orders.append(int(rng.integers(0, next_order[k])))
+                else:
+                    next_order[k] += int(rng.integers(1, 3))
+                    orders.append(next_order[k])
+                times.append(clock_ms + int(rng.integers(-1_500, 1_500)))
+            batch = CommitBatch(
+                cluster=C, source=source, observed_at=clock_ms / 1000,
+                groups=[k[0] for k in picks], topics=[k[1] for k in picks],
+                partitions=[k[2] for k in picks],
+                offsets=[int(x) for x in rng.integers(0, 5, n)] if source == "admin"
+                else [o * 10 for o in orders],
+                commit_times=[None] * n if source == "admin" else list(times), orders=orders,
+            )
+            s.put_commits(batch)
+            ref.put(batch)
+        for g, t, p in keys:
+            group = s._clusters[C].groups.get(g)
+            row = group.rows.get((t, p)) if group is not None else None
+            got = wins(s).row_window(row) if row is not None else ref.window_of(("", "", -1))
+            assert got == ref.window_of((g, t, p)), (case, g, t, p)
