@@ -122,13 +122,34 @@ def test_burrow_cases_as_one_batch(junk: int) -> None:
 
 
 def test_project_defaults_agree_with_burrow_on_its_cases() -> None:
-    """The improvements change none of Burrow's 16 statuses (no history is given, and no case
-    has a marker-sized lag that was already there at its last commit)."""
+    """The improvements change none of Burrow's 16 statuses (no history is given, no case has
+    a marker-sized lag that was already there at its last commit, and every window holds at
+    least three commit gaps)."""
     w = windows_from_cases(CASES)
     allowed = [c["allowed_lag"] for c in CASES]
     ours = evaluate_partitions(w, case_now_ms(CASES), RuleOptions(), allowed_lag=allowed)
     want = [c["expected"]["calculatePartitionStatus"] for c in CASES]
     assert [Status(int(s)).name for s in ours.status] == want
+
+
+def test_e_young_window_needs_three_gaps_of_silence() -> None:
+    """Two commits 100 s apart, then 150 s of silence with lag: Burrow says STOP (one gap is
+    its whole span); ours waits for three gaps. A lone commit waits young_window_stop_ms."""
+    two = PartitionWindows.from_arrays(
+        [[100, 110]], [[1_000_000, 1_100_000]], [[5, 5]], [2], [50], [[200]], window_size=10
+    )
+    assert evaluate_partitions(two, 1_250_000, BURROW).status[0] == Status.STOP
+    # Not STOP: the next rules apply (lag never decreased: WARN).
+    assert evaluate_partitions(two, 1_250_000, RuleOptions()).status[0] == Status.WARN
+    assert evaluate_partitions(two, 1_400_001, RuleOptions()).status[0] == Status.STOP
+    off = RuleOptions(young_window_stop_ms=0)
+    assert evaluate_partitions(two, 1_250_000, off).status[0] == Status.STOP
+    lone = PartitionWindows.from_arrays(
+        [[100]], [[1_000_000]], [[5]], [1], [50], [[200]], window_size=10
+    )
+    assert evaluate_partitions(lone, 1_059_000, BURROW).status[0] == Status.STOP
+    assert evaluate_partitions(lone, 1_059_000, RuleOptions()).status[0] != Status.STOP
+    assert evaluate_partitions(lone, 1_060_001, RuleOptions()).status[0] == Status.STOP
 
 
 def test_empty_window_is_ok_with_complete_zero() -> None:

@@ -45,6 +45,11 @@ turns all of them off and reproduces Burrow exactly):
     member is there (``alive``, from the group's membership) is STALL: the consumer exists
     but does not move. It separates "stuck" from "gone" when commits are not seen one by one
     (the Admin API reports only the current offset), and never turns OK into an alarm.
+(e) ``young_window_stop_ms`` (default 60 s; 0 disables) -- Burrow calls a group STOP as soon as
+    the silence exceeds its window's span, so a new group (one commit: span 0; two commits:
+    one gap, i.e. any jitter) or a monitor that just started reading the Admin API is STOP
+    within seconds whenever it has lag. Here the silence must exceed at least three of the
+    window's commit gaps, and a lone commit waits at least this long.
 
 Group status is the worst partition status by :class:`Status` value:
 OK < WARN < REWIND < STALL < STOP. REWIND ranks above WARN (offsets went backwards: data is
@@ -108,6 +113,7 @@ class BurrowStatus(IntEnum):
 
 
 # Lookup tables indexed by Status value.
+_YOUNG_GAPS = 3  # (e): commit gaps of silence a young window is allowed
 _BURROW_PARTITION = np.array([0, 1, 2, 6, 5, 4], dtype=np.int8)
 _BURROW_GROUP = np.array([0, 1, 2, 3, 3, 3], dtype=np.int8)
 
@@ -129,10 +135,15 @@ class RuleOptions:
     marker_tolerance: int = 1  # (b) 0 disables
     burrow_err: bool = False  # (c) group status in Burrow's codes (ERR)
     live_member_stall: bool = True  # (d) STOP with a live member -> STALL
+    young_window_stop_ms: float = 60_000.0  # (e) 0 disables; see the module docstring
 
     def __post_init__(self) -> None:
-        if self.allowed_lag < 0 or self.marker_tolerance < 0 or self.idle_grace_ms < 0:
-            raise ValueError("allowed_lag, marker_tolerance and idle_grace_ms must be >= 0")
+        if min(self.allowed_lag, self.marker_tolerance, self.idle_grace_ms,
+               self.young_window_stop_ms) < 0:
+            raise ValueError(
+                "allowed_lag, marker_tolerance, idle_grace_ms and young_window_stop_ms "
+                "must be >= 0"
+            )
 
     @classmethod
     def burrow(cls, allowed_lag: int = 0) -> RuleOptions:
@@ -142,6 +153,7 @@ class RuleOptions:
             marker_tolerance=0,
             burrow_err=True,
             live_member_stall=False,
+            young_window_stop_ms=0.0,
         )
 
 
@@ -334,6 +346,13 @@ def evaluate_partitions(
     stop_clock = last_ts
     span = last_ts - first_ts
     allowance = span
+    if opt.young_window_stop_ms > 0:
+        # (e) Silence must exceed at least _YOUNG_GAPS of the window's commit gaps (Burrow:
+        # one gap when it holds two commits), and a lone commit (no cadence) waits the floor.
+        least = np.where(
+            cnt >= 2, span / np.maximum(cnt - 1, 1) * _YOUNG_GAPS, opt.young_window_stop_ms
+        )
+        allowance = np.maximum(span, least)
     if opt.idle_aware_stop and history is not None:
         # Nothing to read: within allowed lag, or at the log end the last commit saw if that
         # gap was marker-sized (it was already there when the consumer committed).
@@ -348,7 +367,7 @@ def evaluate_partitions(
             # span says nothing of how fast it reacts to new data: give it the grace.
             usual_gap = span / np.maximum(cnt - 1, 1)
             idled = (seen - last_ts) > usual_gap
-            allowance = np.where(idled, np.maximum(span, opt.idle_grace_ms), span)
+            allowance = np.where(idled, np.maximum(allowance, opt.idle_grace_ms), allowance)
     stop_due = filled & ((now - stop_clock) > allowance)
 
     status = np.full(p, Status.OK, dtype=np.int8)
