@@ -336,6 +336,11 @@ class EvaluatorConfig(_Model):
     burrow_status: bool = Field(
         default=False, description="report group status as Burrow does (STOP/STALL/REWIND -> ERR)"
     )
+    young_window_stop: Duration = Field(
+        default=60.0,
+        description="a window with a single commit is STOP only after this much silence; a "
+        "young one needs three of its commit gaps (Burrow: its span)",
+    )
     live_member_stall: bool = Field(
         default=True,
         description="a partition that would be STOP while the group has live members is "

@@ -55,6 +55,7 @@ def rule_options(config: EvaluatorConfig) -> RuleOptions:
         marker_tolerance=config.marker_tolerance,
         burrow_err=config.burrow_status,
         live_member_stall=config.live_member_stall,
+        young_window_stop_ms=config.young_window_stop * 1000.0,
     )
 
 
