@@ -48,8 +48,10 @@ turns all of them off and reproduces Burrow exactly):
 (e) ``young_window_stop_ms`` (default 60 s; 0 disables) -- Burrow calls a group STOP as soon as
     the silence exceeds its window's span, so a new group (one commit: span 0; two commits:
     one gap, i.e. any jitter) or a monitor that just started reading the Admin API is STOP
-    within seconds whenever it has lag. Here the silence must exceed at least three of the
-    window's commit gaps, and a lone commit waits at least this long.
+    within seconds whenever it has lag; a lone commit with lag is even STALL at once (all its
+    offsets are "equal"). Here the silence must exceed at least three of the window's commit
+    gaps, a lone commit waits at least this long for STOP, and STALL and WARN need a trend,
+    i.e. two commits.
 
 Group status is the worst partition status by :class:`Status` value:
 OK < WARN < REWIND < STALL < STOP. REWIND ranks above WARN (offsets went backwards: data is
@@ -379,6 +381,8 @@ def evaluate_partitions(
         is_stop &= ~held
     is_rewind = judged & ~is_stop & has_rewind & ~rewind_recovered
     rest = judged & ~is_stop & ~is_rewind & lag_always_not_zero
+    if opt.young_window_stop_ms > 0:
+        rest &= cnt >= 2  # (e): one commit shows no trend (Burrow: STALL, as all "equal")
     status[rest & lag_not_decreasing] = Status.WARN
     status[rest & stalled] = Status.STALL  # STALL is checked before WARN in Burrow
     status[held & ~is_rewind] = Status.STALL
