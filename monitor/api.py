@@ -13,11 +13,14 @@ and groups are Burrow-shaped 404s.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from aiohttp import web
 
 from monitor.config import effective_config
@@ -119,6 +122,18 @@ def _envelope(request: web.Request, message: str, key: str, fragment: bytes,
 
 
 # ----------------------------------------------------------------------------- handlers
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    """The API's OpenAPI document (``monitor/openapi.yaml``), loaded once."""
+    text = resources.files("monitor").joinpath("openapi.yaml").read_text(encoding="utf-8")
+    document: dict[str, Any] = yaml.safe_load(text)
+    return document
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.json_response(openapi_document())
 
 
 async def burrow_admin(request: web.Request) -> web.Response:
@@ -321,6 +336,7 @@ async def loglevel_set(request: web.Request) -> web.Response:
 def add_v3_routes(app: web.Application) -> None:
     r = app.router
     r.add_get("/burrow/admin", burrow_admin)
+    r.add_get("/v3/openapi.json", openapi)
     r.add_get("/v3/kafka", clusters)
     r.add_get("/v3/kafka/{cluster}", cluster_detail)
     r.add_get("/v3/kafka/{cluster}/topic", topics)

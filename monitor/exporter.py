@@ -1,8 +1,9 @@
 """Consumer lag, group status and the monitor's own health as Prometheus metrics.
 
-A ``prometheus_client`` custom collector over what is already cached: each cluster's latest
+Exported from what is already cached: each cluster's latest
 :class:`~monitor.evaluation.ClusterEvaluation`, the store's log start/end offsets, and the
-collectors' health and counters. A scrape never talks to Kafka and never evaluates.
+collectors' health and counters (two parts, below). A scrape never talks to Kafka and never
+evaluates.
 
 Names follow kafka-lag-exporter (``kafka_consumergroup_group_*``) and kafka_exporter
 (``kafka_consumergroup_members``, ``kafka_topic_partition_*_offset``) where they fit, so
@@ -68,15 +69,23 @@ The monitor itself:
 No vanishing series: a stopped group stays in every evaluation, and so here, until the store
 expires it (``evaluator.expire_group``, by commit time); then all its series go at once.
 
-Why the text is rendered here: prometheus_client formats every sample in Python (~9 us each:
-3.7 s for 4 families x 100,000 partitions), far over a scrape budget. The families above with
-one series per group, partition or topic are rendered once per evaluation round with list
-comprehensions over the result arrays and cached per (cluster, evaluation); scrapes between
-rounds only concatenate. ``generate_latest`` writes a family's TYPE field verbatim, so a
-rendered family carries its sample lines there (:func:`_rendered_family`). A start-up probe
-checks that this still holds with the installed prometheus_client and otherwise falls back to
-parsed samples (correct, slower). Either way the text is served by the registry's ordinary
-``generate_latest``; ``registry.get_sample_value`` does not see rendered samples.
+Two parts, served one after the other by ``/metrics`` (no family is in both):
+
+* the big families above, one series per group, partition or topic, are exposition text
+  rendered here (:func:`render_cluster`, :meth:`LagExporter.text`): prometheus_client formats
+  every sample in Python, seconds for 4 families x 100,000 partitions, far over a scrape
+  budget; list comprehensions over the result arrays take about a tenth of that
+  (``bench/bench_metrics.py``).
+  The text is rendered once per evaluation round, in the evaluator's thread right after the
+  round (:meth:`LagExporter.prerender`), and cached per (cluster, evaluation); a scrape only
+  joins cached bytes, and renders itself only when it comes before that (first round, or a
+  round that has just finished). ``registry.get_sample_value`` does not see these samples.
+* the small families (evaluation time, collector health, decoder counters) are ordinary
+  ``prometheus_client`` families, yielded by :class:`LagExporter` as a registry collector.
+
+The rendered text is the Prometheus text format 0.0.4 (HELP and TYPE lines, label values
+escaped as prometheus_client escapes them, labels in its sorted order); integers are written as
+integers, exact beyond 2**53, where prometheus_client would write ``1.2345678e+07``.
 """
 
 from __future__ import annotations
@@ -88,9 +97,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from monitor.collectors.base import Collector as MonitorCollector
@@ -159,6 +166,11 @@ def _esc(value: str) -> str:
     return value
 
 
+def _help(text: str) -> str:
+    """A HELP text escaped for the text format (backslash and newline only)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
 def _lines(name: str, labels: Sequence[str], values: Iterable[object]) -> str:
     return "".join([f"{name}{{{lab}}} {v}\n" for lab, v in zip(labels, values, strict=True)])
 
@@ -174,7 +186,9 @@ def render_cluster(
     offsets: Mapping[tuple[str, int], PartitionOffsets],
     partition_series: bool = True,
 ) -> dict[str, str]:
-    """One cluster's rendered families: name -> sample lines. Pure: arrays in, text out."""
+    """One cluster's rendered families: name -> sample lines (no HELP/TYPE, which
+    :func:`exposition_text` writes once for all clusters). Pure: arrays in, text out.
+    Labels are in prometheus_client's sorted order, so the text reads as its own would."""
     cluster = f'cluster="{_esc(ev.cluster)}"'
     out: dict[str, str] = {}
     d, parts, lag, groups, group_secs = (
@@ -231,7 +245,7 @@ def render_cluster(
         if partition_series:
             w = d.windows
             committed = w.offsets[np.arange(w.size), np.maximum(w.counts - 1, 0)]
-            pl = [f'{glabels[g]},topic="{tnames[t]}",partition="{p}"'
+            pl = [f'{glabels[g]},partition="{p}",topic="{tnames[t]}"'
                   for g, t, p in zip(gid.tolist(), d.topic_ids.tolist(), d.partitions.tolist(),
                                      strict=True)]
             (f_off, _), (f_lag, _), (f_lsec, _), (f_pst, _) = _PARTITION_FAMILIES
@@ -266,7 +280,7 @@ def _render_topics(
     """Log end/start per partition, or summed per topic. Stale values (last fetch failed) are
     kept, as the store keeps them."""
     if partition_series:
-        labels = [f'{cluster},topic="{_esc(t)}",partition="{p}"' for t, p in offsets]
+        labels = [f'{cluster},partition="{p}",topic="{_esc(t)}"' for t, p in offsets]
         (f_end, _), (f_start, _) = _TOPIC_PARTITION_FAMILIES
         return {
             f_end: _lines(f_end, labels, [o.log_end for o in offsets.values()]),
@@ -287,47 +301,39 @@ def _render_topics(
     }
 
 
-def _rendered_family(name: str, documentation: str, body: str) -> Metric:
-    """A gauge family whose sample lines are already text. ``generate_latest`` writes
-    ``# TYPE <name> <type>`` verbatim and then the samples (none here), so the lines ride
-    in the type field; see the module docstring."""
-    metric = Metric(name, documentation, "gauge")
-    if body:
-        metric.type = "gauge\n" + body.removesuffix("\n")
-    return metric
+@dataclass(frozen=True, slots=True, eq=False)
+class RenderedCluster:
+    """One cluster's big families for one evaluation (compared by identity, never by text)."""
 
-
-def _parsed_family(name: str, documentation: str, body: str) -> Iterator[Metric]:
-    """The slow, always-correct form of :func:`_rendered_family`."""
-    text = f"# HELP {name} {documentation}\n# TYPE {name} gauge\n{body}"
-    return iter(text_string_to_metric_families(text))
-
-
-def verbatim_type_supported() -> bool:
-    """Whether this prometheus_client writes a family's type verbatim (the fast path)."""
-
-    class _Probe(Collector):
-        def collect(self) -> Iterator[Metric]:
-            yield _rendered_family("probe_value", "p", 'probe_value{a="b"} 1\n')
-
-    registry = CollectorRegistry()
-    registry.register(_Probe())
-    try:
-        text = generate_latest(registry)
-    except Exception:
-        return False
-    return text == b'# HELP probe_value p\n# TYPE probe_value gauge\nprobe_value{a="b"} 1\n'
-
-
-@dataclass(frozen=True, slots=True)
-class _Rendered:
     evaluation: ClusterEvaluation
     families: dict[str, str]
     seconds: float
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _Exposition:
+    clusters: tuple[RenderedCluster, ...]
+    text: bytes
+
+
+def exposition_text(
+    families: Sequence[tuple[str, str]], clusters: Sequence[RenderedCluster]
+) -> bytes:
+    """The rendered families of every cluster as exposition text: per family (name, help),
+    one HELP and one TYPE line, then every cluster's samples; families without samples are
+    left out."""
+    parts: list[str] = []
+    for name, documentation in families:
+        bodies = [c.families[name] for c in clusters if name in c.families]
+        if bodies:
+            parts.append(f"# HELP {name} {_help(documentation)}\n# TYPE {name} gauge\n")
+            parts.extend(bodies)
+    return "".join(parts).encode()
+
+
 class LagExporter(Collector):
-    """The collector registered in the service's registry (see the module docstring)."""
+    """Both parts of the exporter (see the module docstring): registered in the service's
+    registry for the small families, and :meth:`text` for the rendered big ones."""
 
     def __init__(
         self,
@@ -340,49 +346,63 @@ class LagExporter(Collector):
         self._store = store
         self._collectors = list(collectors)
         self.partition_series = (config or ExporterConfig()).partition_series
-        self._families = rendered_family_names(self.partition_series)
-        self._fast = verbatim_type_supported()
-        self._cache: dict[str, _Rendered] = {}
+        self._families = rendered_family_names(self.partition_series)  # never in the registry
+        self._cache: dict[str, RenderedCluster] = {}
+        self._exposition = _Exposition((), b"")
         self._lock = threading.Lock()
 
     def describe(self) -> Iterator[Metric]:
-        """Names only, so the registry refuses a clashing collector at registration."""
-        for name, doc in self._families:
-            yield GaugeMetricFamily(name, doc)
-        yield from self._monitor_families(())
-
-    def rendered(self, ev: ClusterEvaluation) -> _Rendered:
-        """The cluster's families for this evaluation, rendered on the first scrape after a
-        round and reused until the next (scrapes may come far more often than rounds)."""
-        with self._lock:
-            cached = self._cache.get(ev.cluster)
-            if cached is not None and cached.evaluation is ev:
-                return cached
-            started = time.perf_counter()
-            families = render_cluster(
-                ev, self._store.broker_offsets(ev.cluster), self.partition_series
-            )
-            cached = _Rendered(ev, families, time.perf_counter() - started)
-            self._cache[ev.cluster] = cached
-            return cached
+        """The registry part's names, so the registry refuses a clashing collector."""
+        return self._monitor_families(())
 
     def collect(self) -> Iterator[Metric]:
-        results = self._evaluator.results()
-        rendered = [self.rendered(ev) for _, ev in sorted(results.items())]
-        with self._lock:
-            for cluster in set(self._cache) - set(results):
-                del self._cache[cluster]
-        for name, doc in self._families:
-            body = "".join([r.families.get(name, "") for r in rendered])
-            if not body:
-                continue
-            if self._fast:
-                yield _rendered_family(name, doc, body)
-            else:
-                yield from _parsed_family(name, doc, body)
-        yield from self._monitor_families(rendered)
+        """The registry part, for the same rounds as :meth:`text`."""
+        return self._monitor_families(self._current().clusters)
 
-    def _monitor_families(self, rendered: Sequence[_Rendered]) -> Iterator[Metric]:
+    def text(self) -> bytes:
+        """The rendered part: exposition text of the big families of every cluster."""
+        return self._current().text
+
+    def prerender(self) -> None:
+        """Render the latest round now, so that scrapes only join cached bytes. The service
+        calls it in the evaluator's thread right after each round."""
+        self._current()
+
+    def rendered(self, ev: ClusterEvaluation) -> RenderedCluster:
+        """The cluster's families for this evaluation, rendered once and reused until the
+        next round (scrapes may come far more often than rounds)."""
+        with self._lock:
+            return self._rendered(ev)
+
+    def _rendered(self, ev: ClusterEvaluation) -> RenderedCluster:
+        cached = self._cache.get(ev.cluster)
+        if cached is not None and cached.evaluation is ev:
+            return cached
+        started = time.perf_counter()
+        families = render_cluster(
+            ev, self._store.broker_offsets(ev.cluster), self.partition_series
+        )
+        cached = RenderedCluster(ev, families, time.perf_counter() - started)
+        self._cache[ev.cluster] = cached
+        return cached
+
+    def _current(self) -> _Exposition:
+        """Text for the latest evaluation of every cluster, re-rendering what is outdated
+        and reassembling only when some cluster changed."""
+        results = self._evaluator.results()
+        with self._lock:
+            clusters = tuple(self._rendered(ev) for _, ev in sorted(results.items()))
+            for gone in self._cache.keys() - results.keys():
+                del self._cache[gone]
+            current = self._exposition
+            if len(current.clusters) != len(clusters) or any(
+                a is not b for a, b in zip(current.clusters, clusters, strict=True)
+            ):
+                current = _Exposition(clusters, exposition_text(self._families, clusters))
+                self._exposition = current
+            return current
+
+    def _monitor_families(self, rendered: Sequence[RenderedCluster]) -> Iterator[Metric]:
         c = ["cluster"]
         evaluated = GaugeMetricFamily("kafka_monitor_evaluation_timestamp_seconds",
                                       "When the exported results were evaluated.", labels=c)

@@ -79,18 +79,27 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    """Readiness: 200 once every collector has data to serve, 503 (naming the ones still
-    waiting) before, so a load balancer never sends traffic to an empty monitor."""
+    """Readiness: 200 once every collector has data to serve and every cluster has been
+    evaluated on it, 503 (naming what is still awaited) before, so a load balancer never sends
+    traffic to an empty monitor and no first answer is a premature verdict."""
     service = request.app[SERVICE_KEY]
     waiting = sorted(c.name for c in service.collectors if not c.ready)
+    waiting += [
+        f"evaluator/{c.name}"
+        for c in service.config.clusters
+        if c.name not in service.evaluated_clusters
+    ]
     if waiting:
         return reply(request, {"message": "not ready", "waiting_for": waiting}, status=503)
     return reply(request, {"message": "ready", "waiting_for": []})
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus exposition of the service's registry (served from cached results)."""
-    body = generate_latest(request.app[SERVICE_KEY].registry)
+    """Prometheus exposition: the registry's small families, then the exporter's big ones as
+    text rendered after the evaluation round (see :mod:`monitor.exporter`; no family in both).
+    Registry first: collecting it brings the exporter's text up to date if it is not yet."""
+    service = request.app[SERVICE_KEY]
+    body = generate_latest(service.registry) + service.exporter.text()
     response = web.Response(body=body)
     response.headers["Content-Type"] = CONTENT_TYPE_LATEST
     return response

@@ -117,10 +117,10 @@ class Service:
         )
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))
-        self.registry.register(
-            LagExporter(self.evaluator, self.store, self.collectors, config.exporter)
-        )
+        self.exporter = LagExporter(self.evaluator, self.store, self.collectors, config.exporter)
+        self.registry.register(self.exporter)
         self.started_at = time.time()
+        self.evaluated_clusters: set[str] = set()  # evaluated once their collectors were ready
         self.http_port: int | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._runner: web.AppRunner | None = None
@@ -170,10 +170,26 @@ class Service:
         await run_in_daemon_thread(collector.run_once, name=collector.name)
 
     async def _run_evaluation(self) -> None:
+        # Clusters whose collectors all had data before this round are served from it on.
+        settled = {
+            c.name
+            for c in self.config.clusters
+            if all(x.ready for x in self.collectors if x.cluster == c.name)
+        }
         try:
-            await run_in_daemon_thread(self.evaluator.run_once, name="evaluator")
+            await run_in_daemon_thread(self._evaluate_and_render, name="evaluator")
+            self.evaluated_clusters |= settled
         except Exception:  # a bug must not stop the schedule; the last results stay served
             _log.exception("evaluation failed")
+
+    def _evaluate_and_render(self) -> None:
+        """One evaluation round, then the exporter's text for it in the same worker thread,
+        so a scrape on the event loop only joins cached bytes."""
+        self.evaluator.run_once()
+        try:
+            self.exporter.prerender()
+        except Exception:  # the round stands; the next scrape renders it (and fails loudly)
+            _log.exception("metrics pre-render failed")
 
     def _offsets_topic_freshness(self, cluster: str) -> float | None:
         fresh = [

@@ -67,6 +67,7 @@ def make_service() -> Service:
         )
     )
     service.evaluator.run_once(T0 + 10.5)
+    service.evaluated_clusters.add(C)  # what the scheduled round does once collectors are ready
     return service
 
 

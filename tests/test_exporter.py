@@ -1,24 +1,33 @@
 """The Prometheus exporter: a real store and evaluator fed on a simulated timeline (no Kafka),
-scraped through a real registry with ``generate_latest`` and read back with
-prometheus_client's own text parser. The end-to-end test against the real broker is at the
-bottom."""
+scraped as ``/metrics`` serves it (the registry's ``generate_latest``, then the exporter's
+rendered text) and read back whole with prometheus_client's own text parser; the service's
+real handler over HTTP too. The end-to-end test against the real broker is at the bottom."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 
+import aiohttp
 import pytest
+from aiohttp.test_utils import TestServer
 from confluent_kafka import Message
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector as RegistryCollector
 
+from monitor import exporter as exporter_module
 from monitor.collectors.base import Collector
 from monitor.collectors.offsets_topic import OffsetsTopicCollector
 from monitor.config import ClusterConfig, ConfigError, EvaluatorConfig, ExporterConfig, parse_config
-from monitor.evaluation import Evaluator
-from monitor.exporter import STATUS_WORDS, LagExporter, render_cluster, verbatim_type_supported
+from monitor.evaluation import Evaluator, PartitionStatus
+from monitor.exporter import STATUS_WORDS, LagExporter, render_cluster, rendered_family_names
+from monitor.httpserver import build_app
 from monitor.localkafka import LocalKafka
 from monitor.localkafka.workload import (
     HealthyConsumer,
@@ -27,6 +36,7 @@ from monitor.localkafka.workload import (
     librdkafka_logger,
 )
 from monitor.observations import BrokerOffsets, CommitBatch, GroupMember, GroupMembership
+from monitor.service import Service
 from monitor.store import Store
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.polling import wait_for
@@ -105,12 +115,18 @@ class World:
             self.fresh = t
 
 
-def registry_for(world: World, partition_series: bool = True,
-                 collectors: list[Collector] | None = None) -> CollectorRegistry:
-    registry = CollectorRegistry()
-    registry.register(LagExporter(world.evaluator, world.store, collectors or [],
-                                  ExporterConfig(partition_series=partition_series)))
-    return registry
+class Exposition:
+    """A registry holding a :class:`LagExporter`, scraped as the ``/metrics`` handler does."""
+
+    def __init__(self, world: World, partition_series: bool = True,
+                 collectors: list[Collector] | None = None) -> None:
+        self.exporter = LagExporter(world.evaluator, world.store, collectors or [],
+                                    ExporterConfig(partition_series=partition_series))
+        self.registry = CollectorRegistry()
+        self.registry.register(self.exporter)
+
+    def text(self) -> str:
+        return (generate_latest(self.registry) + self.exporter.text()).decode()
 
 
 def scrape_text(text: str) -> dict[str, Series]:
@@ -122,8 +138,8 @@ def scrape_text(text: str) -> dict[str, Series]:
     return out
 
 
-def scrape(registry: CollectorRegistry) -> dict[str, Series]:
-    return scrape_text(generate_latest(registry).decode())
+def scrape(exposition: Exposition) -> dict[str, Series]:
+    return scrape_text(exposition.text())
 
 
 def value(samples: dict[str, Series], name: str, **labels: object) -> float:
@@ -144,7 +160,7 @@ def world() -> World:
 
 
 def test_statuses_lags_and_offsets_per_partition(world: World) -> None:
-    m = scrape(registry_for(world))
+    m = scrape(Exposition(world))
     result = world.evaluator.result(C)
     assert result is not None
     assert {g: result.group(g).status for g in ("ok", "warn", "stop")} == {  # type: ignore[union-attr]
@@ -191,14 +207,14 @@ def test_status_codes_stay_monitor_codes_under_burrow_status() -> None:
     w.evaluator.run_once(T0 + 10.5)
     stop = w.evaluator.result(C).group("stop")  # type: ignore[union-attr]
     assert stop is not None and stop.status == "ERR"
-    m = scrape(registry_for(w))
+    m = scrape(Exposition(w))
     assert value(m, "kafka_monitor_group_status", cluster=C, group="stop") == 5
     assert value(m, "kafka_monitor_group_status_state", cluster=C, group="stop",
                  status="STOP") == 1
 
 
 def test_state_set_has_exactly_one_one_per_group(world: World) -> None:
-    m = scrape(registry_for(world))
+    m = scrape(Exposition(world))
     state = m["kafka_monitor_group_status_state"]
     groups = groups_in(m, "kafka_monitor_group_status")
     assert groups == {"ok", "warn", "stop", "members-only", ODD}
@@ -211,7 +227,7 @@ def test_state_set_has_exactly_one_one_per_group(world: World) -> None:
 
 
 def test_label_values_are_escaped(world: World) -> None:
-    m = scrape(registry_for(world))
+    m = scrape(Exposition(world))
     assert ODD in groups_in(m, "kafka_consumergroup_group_lag")
     assert value(m, "kafka_monitor_group_status", cluster=C, group=ODD) == 1
 
@@ -220,7 +236,7 @@ def test_lag_seconds_finite_and_true_for_the_stopped_group(world: World) -> None
     # A group on a topic whose log end was never observed: no history, lag seconds unknown.
     world.commit(T0 + 10, "blind", 7, {"quiet": 1})
     world.evaluator.run_once(T0 + 10.5)
-    m = scrape(registry_for(world))
+    m = scrape(Exposition(world))
     for name in ("kafka_consumergroup_group_lag_seconds",
                  "kafka_consumergroup_group_max_lag_seconds",
                  "kafka_consumergroup_group_topic_max_lag_seconds"):
@@ -238,8 +254,8 @@ def test_lag_seconds_finite_and_true_for_the_stopped_group(world: World) -> None
 
 
 def test_per_topic_aggregation_replaces_partition_series(world: World) -> None:
-    full = scrape(registry_for(world))
-    topic = scrape(registry_for(world, partition_series=False))
+    full = scrape(Exposition(world))
+    topic = scrape(Exposition(world, partition_series=False))
     for name in ("kafka_consumergroup_group_offset", "kafka_consumergroup_group_lag",
                  "kafka_consumergroup_group_lag_seconds", "kafka_monitor_partition_status",
                  "kafka_topic_partition_current_offset", "kafka_topic_partition_oldest_offset"):
@@ -265,20 +281,20 @@ def test_per_topic_aggregation_replaces_partition_series(world: World) -> None:
 def test_stopped_group_keeps_reporting_until_it_expires() -> None:
     w = World(expire_group=40)
     w.run(T0 + 1, T0 + 10)
-    registry = registry_for(w)
+    exposition = Exposition(w)
     per_group = ("kafka_monitor_group_status", "kafka_consumergroup_group_lag",
                  "kafka_consumergroup_group_lag_seconds", "kafka_consumergroup_members",
                  "kafka_monitor_group_status_state", "kafka_consumergroup_group_topic_sum_lag")
     for until in (T0 + 20, T0 + 30, T0 + 44):  # silent since T0+5: expires after T0+45
         w.run(until - 9, until)
         w.evaluator.run_once(until + 0.5)
-        m = scrape(registry)
+        m = scrape(exposition)
         assert value(m, "kafka_monitor_group_status", cluster=C, group="stop") == 5, until
         for name in per_group:
             assert "stop" in groups_in(m, name), (name, until)
     w.run(T0 + 45, T0 + 47)
     w.evaluator.run_once(T0 + 47.5)
-    m = scrape(registry)
+    m = scrape(exposition)
     for name in per_group:
         assert "stop" not in groups_in(m, name), name
         assert "ok" in groups_in(m, name), name
@@ -290,7 +306,7 @@ def test_stale_group_still_reports_and_says_so() -> None:
     w.run(T0 + 1, T0 + 10)
     w.run(T0 + 11, T0 + 30, reader_up=False)  # the reader is blind from T0+10 on
     w.evaluator.run_once(T0 + 30.5)
-    m = scrape(registry_for(w))
+    m = scrape(Exposition(w))
     for group in ("ok", "warn", "stop"):
         assert value(m, "kafka_monitor_group_stale", cluster=C, group=group) == 1
         assert value(m, "kafka_monitor_group_status", cluster=C, group=group) >= 1
@@ -298,7 +314,7 @@ def test_stale_group_still_reports_and_says_so() -> None:
                      partition=0) >= 0
     w.run(T0 + 31, T0 + 32)
     w.evaluator.run_once(T0 + 32.5)
-    m = scrape(registry_for(w))
+    m = scrape(Exposition(w))
     assert value(m, "kafka_monitor_group_stale", cluster=C, group="ok") == 0
 
 
@@ -306,35 +322,167 @@ def test_render_is_cached_per_evaluation_round(world: World) -> None:
     exporter = LagExporter(world.evaluator, world.store, [])
     ev = world.evaluator.result(C)
     assert ev is not None
+    text = exporter.text()  # no pre-render yet: the scrape renders
     first = exporter.rendered(ev)
     assert exporter.rendered(ev) is first
+    assert exporter.text() is text  # later scrapes of the round reuse the bytes
     world.run(T0 + 11, T0 + 11)
     world.evaluator.run_once(T0 + 11.5)
+    exporter.prerender()  # what the service does after the round
     ev2 = world.evaluator.result(C)
     assert ev2 is not None and ev2 is not ev
     second = exporter.rendered(ev2)
     assert second is not first
     lag = "kafka_consumergroup_group_lag"
     assert second.families[lag] != first.families[lag]  # the stop group's lag grew
+    assert exporter.text() != text and exporter.text() is exporter.text()
 
 
-def test_fast_path_matches_the_parsed_fallback(world: World) -> None:
-    """The rendered families ride in the TYPE field (see the module docstring): this guards
-    that trick against prometheus_client changes, and the fallback against drift."""
-    assert verbatim_type_supported()
-    fast = registry_for(world)
-    slow_exporter = LagExporter(world.evaluator, world.store, [])
-    slow_exporter._fast = False
-    slow = CollectorRegistry()
-    slow.register(slow_exporter)
-    fast_samples, slow_samples = scrape(fast), scrape(slow)
-    for m in (fast_samples, slow_samples):
-        del m["kafka_monitor_exporter_render_duration_seconds"]  # timing, differs
-    assert fast_samples == slow_samples
-    # And the text itself is one HELP and one TYPE per family, each family contiguous.
-    text = generate_latest(fast).decode()
-    types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
+class Families(RegistryCollector):
+    """A fixed list of families, for a registry to write the ordinary way."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def library_families(world: World, partition_series: bool) -> list[Metric]:
+    """The rendered families built the ordinary way, one ``add_sample`` per series, from the
+    per-group views (:meth:`ClusterEvaluation.group`, the API's path, not the arrays the
+    renderer reads) and the store's log offsets."""
+    ev = world.evaluator.result(C)
+    assert ev is not None
+    families = {name: Metric(name, doc, "gauge")
+                for name, doc in rendered_family_names(partition_series)}
+
+    def add(name: str, value: float, **labels: object) -> None:
+        if name in families:  # the other form's families are not exported
+            families[name].add_sample(
+                name, {"cluster": C, **{k: str(v) for k, v in labels.items()}}, value)
+
+    for group in ev.group_names():
+        g = ev.group(group)
+        assert g is not None
+        code = STATUS_WORDS.index(g.status)
+        add("kafka_monitor_group_status", code, group=group)
+        for k, word in enumerate(STATUS_WORDS):
+            add("kafka_monitor_group_status_state", int(k == code), group=group, status=word)
+        add("kafka_consumergroup_group_sum_lag", g.totallag, group=group)
+        add("kafka_consumergroup_group_max_lag", g.maxlag.current_lag if g.maxlag else 0,
+            group=group)
+        add("kafka_consumergroup_group_max_lag_seconds", g.lag_seconds, group=group)
+        add("kafka_consumergroup_members", g.members, group=group)
+        add("kafka_monitor_group_stale", int(g.stale), group=group)
+        add("kafka_monitor_group_info", 1, group=group, state=g.state or "Unknown")
+        by_topic: dict[str, list[PartitionStatus]] = {}
+        for part in g.partitions:
+            by_topic.setdefault(part.topic, []).append(part)
+            labels = dict(group=group, topic=part.topic, partition=part.partition)
+            assert part.end is not None
+            add("kafka_consumergroup_group_offset", part.end.offset, **labels)
+            add("kafka_consumergroup_group_lag", part.current_lag, **labels)
+            add("kafka_consumergroup_group_lag_seconds", part.lag_seconds, **labels)
+            add("kafka_monitor_partition_status", STATUS_WORDS.index(part.status), **labels)
+        for topic, parts in by_topic.items():
+            labels = dict(group=group, topic=topic)
+            add("kafka_consumergroup_group_topic_sum_lag", sum(x.current_lag for x in parts),
+                **labels)
+            add("kafka_consumergroup_group_topic_max_lag_seconds",
+                max(x.lag_seconds for x in parts), **labels)
+            add("kafka_monitor_group_topic_status",
+                max(STATUS_WORDS.index(x.status) for x in parts), **labels)
+    offsets = world.store.broker_offsets(C)
+    for (topic, partition), o in offsets.items():
+        add("kafka_topic_partition_current_offset", o.log_end, topic=topic, partition=partition)
+        add("kafka_topic_partition_oldest_offset", o.log_start, topic=topic, partition=partition)
+    for topic in {t for t, _ in offsets}:
+        ends = [o for (t, _), o in offsets.items() if t == topic]
+        add("kafka_topic_current_offset_sum", sum(o.log_end for o in ends), topic=topic)
+        add("kafka_topic_oldest_offset_sum", sum(o.log_start for o in ends), topic=topic)
+        add("kafka_topic_partitions", len(ends), topic=topic)
+    return list(families.values())
+
+
+def comment_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("#")]
+
+
+def sample_lines(text: str) -> dict[str, float]:
+    """Series (name and label text, as written) -> value."""
+    lines = [line.rpartition(" ") for line in text.splitlines() if not line.startswith("#")]
+    series = {name: float(v) for name, _, v in lines}
+    assert len(series) == len(lines), "a series written twice"
+    return series
+
+
+@pytest.mark.parametrize("partition_series", [True, False])
+def test_rendered_text_is_what_prometheus_client_writes(world: World,
+                                                        partition_series: bool) -> None:
+    """The hand-written text against prometheus_client's own writer for the same values: the
+    same HELP and TYPE lines in the same order, every series written byte for byte the same
+    (names, label order, label escaping: the ODD group), the same values (the library writes
+    ``42.0`` and ``1.2e+07`` where we write integers; seconds are rounded to 1 ms)."""
+    ours = Exposition(world, partition_series).exporter.text().decode()
+    registry = CollectorRegistry()
+    registry.register(Families(library_families(world, partition_series)))
+    theirs = generate_latest(registry).decode()
+    assert comment_lines(ours) == comment_lines(theirs)
+    assert any('group="we\\"ird\\\\name\\nx"' in line for line in sample_lines(ours))
+    assert sample_lines(ours) == pytest.approx(sample_lines(theirs), abs=1e-3)
+    # And the whole /metrics text: one HELP and one TYPE per family, each family contiguous.
+    types = [line.split()[2] for line in comment_lines(Exposition(world).text())
+             if line.startswith("# TYPE")]
     assert len(types) == len(set(types))
+
+
+def test_metrics_handler_serves_registry_then_rendered_text(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service's real ``/metrics`` over HTTP: the registry's families, then the rendered
+    ones, no family in both; the text is rendered in the evaluator's thread right after the
+    round, so the scrape renders nothing (``render_cluster`` wrapped to record its thread)."""
+    config = parse_config({"clusters": [{"name": C, "bootstrap_servers": "127.0.0.1:9"}]})
+    service = Service(config, store=world.store, collectors=[])
+    render_threads: list[str] = []
+    render = exporter_module.render_cluster
+
+    def recorded(*args: object, **kwargs: object) -> dict[str, str]:
+        render_threads.append(threading.current_thread().name)
+        return render(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exporter_module, "render_cluster", recorded)
+
+    async def main() -> tuple[str, str]:
+        await service._run_evaluation()
+        server = TestServer(build_app(service), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with aiohttp.ClientSession() as session, \
+                    session.get(server.make_url("/metrics")) as response:
+                assert response.status == 200
+                return response.headers["Content-Type"], await response.text()
+        finally:
+            await server.close()
+
+    content_type, text = asyncio.run(main())
+    assert render_threads == ["evaluator"]
+    assert content_type == CONTENT_TYPE_LATEST
+    registry_part = [f.name for f in text_string_to_metric_families(
+        generate_latest(service.registry).decode())]
+    rendered_part = [f.name for f in text_string_to_metric_families(
+        service.exporter.text().decode())]
+    assert "kafka_monitor_cluster_status" in registry_part  # broker health
+    assert "kafka_monitor_evaluation_timestamp_seconds" in registry_part
+    assert "kafka_consumergroup_group_lag" in rendered_part
+    assert not set(registry_part) & set(rendered_part)
+    assert [f.name for f in text_string_to_metric_families(text)] == \
+        registry_part + rendered_part
+    m = scrape_text(text)
+    assert value(m, "kafka_consumergroup_group_offset", cluster=C, group="ok", topic="orders",
+                 partition=1) == world.committed[("ok", "orders", 1)]
+    assert render_threads == ["evaluator"]
 
 
 def test_render_cluster_without_windows_reports_membership_only() -> None:
@@ -382,7 +530,7 @@ def test_collector_health_and_decoder_counters(world: World) -> None:
         offsets_topic_message(3, commit_key("g1", "orders", 0), b"\x00\x09" + b"\x00" * 26),
     ]
     assert reader.handle_messages(records) == 4
-    m = scrape(registry_for(world, collectors=[flaky, reader]))
+    m = scrape(Exposition(world, collectors=[flaky, reader]))
     fl = dict(cluster=C, collector="group_offsets")
     assert value(m, "kafka_monitor_collector_runs_total", **fl) == 3
     assert value(m, "kafka_monitor_collector_errors_total", **fl) == 2
@@ -407,7 +555,8 @@ def test_collector_health_and_decoder_counters(world: World) -> None:
 
 
 def test_exporter_names_do_not_clash_with_broker_health() -> None:
-    """The service's registry holds both collectors; registering refuses duplicate names."""
+    """The service's registry holds both collectors; registering refuses duplicate names, and
+    the rendered families appear in neither."""
     from monitor.health_metrics import HealthMetrics
 
     config = parse_config({"clusters": [{"name": C, "bootstrap_servers": "127.0.0.1:9"}]})
@@ -415,6 +564,12 @@ def test_exporter_names_do_not_clash_with_broker_health() -> None:
     registry = CollectorRegistry()
     registry.register(HealthMetrics(store, config))
     registry.register(LagExporter(Evaluator(store, config.evaluator), store, []))
+    # The rendered families are outside the registry: none of its names either.
+    registered = {f.name for f in text_string_to_metric_families(
+        generate_latest(registry).decode())}
+    assert "kafka_monitor_evaluation_rounds" in registered
+    for partition_series in (True, False):
+        assert not registered & {n for n, _ in rendered_family_names(partition_series)}
 
 
 # --------------------------------------------------------------------------- configuration

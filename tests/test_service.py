@@ -131,7 +131,7 @@ def test_unreachable_cluster_is_not_ready_never_crashes_and_stops_fast(tmp_path:
         assert status == 503
         assert body["error"] is True
         assert body["waiting_for"] == [
-            "broker_offsets/local", "group_offsets/local", "metadata/local"
+            "broker_offsets/local", "group_offsets/local", "metadata/local", "evaluator/local"
         ]
         status, body = http("GET", f"{base}/healthz")
         assert status == 200 and body["clusters"]["local"] is None
