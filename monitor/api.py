@@ -244,20 +244,24 @@ async def consumer_lag(request: web.Request) -> web.Response:
 
 def _status(request: web.Request, only_non_ok: bool) -> web.Response:
     service = request.app[SERVICE_KEY]
+    result = _result(service, request.match_info["cluster"])
+    # Hot path: the whole reply of this round, by path (the envelope's url is the path).
+    path = request.path
+    if result is not None:
+        cached = result.views.get(("reply", path))
+        if cached is not None:
+            return web.Response(body=cached, content_type="application/json")
     name = _name(request, "cluster")
     group = _name(request, "group")
-    known = name in {c.name for c in service.config.clusters}
-    result = _result(service, name) if known else None
     g = result.group(group) if result is not None else None
     if result is None or g is None:
         body = json.dumps(notfound_json(name, group)).encode()
         return _envelope(request, "consumer group not found", "status", body, status=404)
-    key = ("status" if only_non_ok else "lag", group)
-    fragment = result.views.get(key)
-    if fragment is None:
-        fragment = json.dumps(status_json(g, only_non_ok)).encode()
-        result.views[key] = fragment
-    return _envelope(request, "consumer status returned", "status", fragment)
+    fragment = json.dumps(status_json(g, only_non_ok)).encode()
+    response = _envelope(request, "consumer status returned", "status", fragment)
+    assert isinstance(response.body, bytes)
+    result.views[("reply", path)] = response.body
+    return response
 
 
 async def delete_consumer(request: web.Request) -> web.Response:

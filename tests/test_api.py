@@ -237,9 +237,9 @@ def test_status_body_is_rendered_once_per_round() -> None:
         result = service.evaluator.result(C)
         assert result is not None
         await call("GET", f"/v3/kafka/{C}/consumer/gone/status")
-        cached = result.views[("status", "gone")]
+        cached = result.views[("reply", f"/v3/kafka/{C}/consumer/gone/status")]
         await call("GET", f"/v3/kafka/{C}/consumer/gone/status")
-        assert result.views[("status", "gone")] is cached
+        assert result.views[("reply", f"/v3/kafka/{C}/consumer/gone/status")] is cached
         service.evaluator.run_once(T0 + 11)  # a new round: a new, empty cache
         new = service.evaluator.result(C)
         assert new is not result and not new.views
