@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: setup demo test lint typecheck bench clean
 
 setup: $(STAMP) .cache/kafka-0.9.0.1/libs
+	$(BIN)/python -m monitor.collectors.jmx_launcher --build
 
 $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh
@@ -36,6 +37,7 @@ bench: setup
 	$(BIN)/python bench/bench_evaluator.py
 	$(BIN)/python bench/bench_jmx.py
 	$(BIN)/python bench/bench_metrics.py
+	$(BIN)/python bench/bench_api.py
 
 typecheck: setup
 	$(BIN)/mypy monitor

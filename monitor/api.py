@@ -95,6 +95,16 @@ def status_json(g: GroupStatus, only_non_ok: bool) -> dict[str, Any]:
         "lag_seconds": g.lag_seconds,
         "state": g.state,
         "members": g.members,
+        "generation": g.generation,
+        "member_list": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "partitions": [{"topic": t, "partition": p} for t, p in m.assignment],
+            }
+            for m in g.member_list
+        ],
         "stale": g.stale,
         "offsets_age_seconds": g.offsets_age_seconds,
         "evaluated_at": g.evaluated_at,

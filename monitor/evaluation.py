@@ -38,6 +38,7 @@ from monitor.evaluator import (
     lag_seconds,
     to_burrow,
 )
+from monitor.observations import GroupMember
 from monitor.store import GroupState, Store
 from monitor.windows import EvaluationInput
 
@@ -99,6 +100,8 @@ class GroupStatus:
     lag_seconds: float  # the largest partition lag in seconds
     state: str | None  # Stable, Empty, ... (None: no membership known)
     members: int
+    generation: int | None  # the group's generation where the source reports it
+    member_list: tuple[GroupMember, ...]  # who is in the group and what each owns
     stale: bool  # its offsets are not current (read failing): verdict held, clocks stopped
     offsets_age_seconds: float | None
     evaluated_at: float
@@ -201,6 +204,8 @@ class ClusterEvaluation:
             group=name,
             state=membership.state if membership is not None else None,
             members=len(membership.members) if membership is not None else 0,
+            generation=membership.generation if membership is not None else None,
+            member_list=membership.members if membership is not None else (),
             stale=name in self.stale_groups,
             offsets_age_seconds=offsets_age,
             evaluated_at=self.evaluated_at,

@@ -125,7 +125,11 @@ def test_status_of_ok_and_stopped_groups_in_burrow_shape() -> None:
         assert status == 200
         s = body["status"]
         assert s["status"] == "OK" and s["partitions"] == [] and s["partition_count"] == 2
-        assert s["state"] == "Stable" and s["members"] == 1
+        assert s["state"] == "Stable" and s["members"] == 1 and s["generation"] == 3
+        assert s["member_list"] == [
+            {"member_id": "m1", "client_id": "app-1", "host": "/10.1.1.1",
+             "partitions": [{"topic": TOPIC, "partition": 0}, {"topic": TOPIC, "partition": 1}]}
+        ]
         status, body = await call("GET", f"/v3/kafka/{C}/consumer/ok/lag")
         parts = body["status"]["partitions"]
         assert [p["owner"] for p in parts] == ["/10.1.1.1"] * 2

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.cluster_health import ClusterHealth
 from monitor.collectors.jmx import JmxCollector
+from monitor.collectors.jmx_launcher import MAIN_CLASS, Launcher
 from monitor.collectors.metadata import MetadataCollector
 from monitor.config import MonitorConfig, parse_config
 from monitor.health_metrics import cluster_health, thresholds_for
@@ -176,11 +179,60 @@ def test_killed_broker_is_named_suspect_then_recovers(
     assert health.diagnosis is not None and health.diagnosis.under_replicated == ()
 
 
-def test_wrong_jmx_port_fails_that_broker_only(cluster3: LocalKafka) -> None:
+def count_jvms(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The command line of every JVM started from now on (they still run for real)."""
+    calls: list[list[str]] = []
+    real_run = subprocess.run
+
+    def counting_run(cmd: list[str], **kwargs: Any) -> Any:
+        calls.append(cmd)
+        return real_run(cmd, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting_run)
+    return calls
+
+
+def test_one_jvm_for_all_brokers_reads_what_a_jvm_per_broker_reads(
+    cluster3: LocalKafka, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster3.wait_fully_replicated()
+    config = monitor_config(cluster3).clusters[0]
+    one_jvm = JmxCollector(config, 3600, 10, Store())
+    per_broker = JmxCollector(config, 3600, 10, Store(), launcher=Launcher(tmp_path, javac=""))
+    try:
+        one_jvm.scrape()  # the launcher is compiled (if not cached) outside the count
+        jvms = count_jvms(monkeypatch)
+        together = one_jvm.scrape()
+        assert [c[-1] for c in jvms] == [MAIN_CLASS]
+        apart = per_broker.scrape()
+        assert len(jvms) == 4 and all("-jar" in c for c in jvms[1:])
+    finally:
+        one_jvm.close()
+        per_broker.close()
+    assert sorted(together.brokers) == sorted(apart.brokers) == [0, 1, 2]
+    stable = ("partition_count", "leader_count", "active_controller_count",
+              "under_replicated_partitions", "offline_partitions")
+    for broker_id, broker in together.brokers.items():
+        other = apart.brokers[broker_id]
+        assert broker.ok and other.ok, (broker.error, other.error)
+        assert set(broker.values) == set(other.values) and len(broker.values) >= 18
+        assert [broker.get(BY_NAME[n]) for n in stable] == [other.get(BY_NAME[n]) for n in stable]
+        assert broker.uptime_seconds and other.uptime_seconds
+        assert 0 <= other.uptime_seconds - broker.uptime_seconds < 30
+    assert sum(b.get(BY_NAME["active_controller_count"]) or 0
+               for b in together.brokers.values()) == 1
+
+
+def test_wrong_jmx_port_fails_that_broker_only(
+    cluster3: LocalKafka, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cluster3.wait_fully_replicated()
     monitor = Monitor(monitor_config(cluster3, wrong_jmx=2))
     try:
+        monitor.jmx.scrape()  # the launcher is compiled (if not cached) outside the count
+        jvms = count_jvms(monkeypatch)
         health = monitor.round()
+        assert [c[-1] for c in jvms] == [MAIN_CLASS]  # one JVM for the whole round
         assert health.jmx is not None
         bad = health.jmx.brokers[2]
         assert not bad.ok and bad.error and bad.values == {}

@@ -1,30 +1,32 @@
 """Broker JMX scraping with jmxquery: every configured MBean of every broker, on a schedule.
 
 jmxquery talks JMX through a small Java program, so every call starts a JVM (~0.1-0.3 s of
-CPU). Hence one call per broker per scrape with all MBeans batched (wildcards allowed), the
-brokers in parallel threads, and a hard timeout per call after which the JVM is killed: a
-broker whose JMX hangs or refuses costs the others nothing.
+CPU), and on few cores several JVMs starting at once queue for the CPU. Hence one JVM per
+round for all brokers of a cluster (``JmxMulti.java``, see :mod:`.jmx_launcher`): jmxquery's
+query for each broker on its own thread, all MBeans batched (wildcards allowed), a deadline per
+broker inside the JVM so a broker whose JMX hangs or refuses is reported failing while the
+others are read, and a hard kill of the JVM at the collector's timeout as the last resort.
+Where the launcher cannot be built (no ``javac``) we fall back to one jmxquery JVM per broker,
+in parallel threads, each killed at the timeout.
 
-We run jmxquery's jar ourselves (its query syntax and JSON output, through
+We run jmxquery's Java classes ourselves (its query syntax and JSON output, through
 ``jmxquery.JAR_PATH``) instead of ``JMXConnection.query()``, because that call turns a timeout
 into an empty result (indistinguishable from "no MBean matched") and drops the reason a
 connection failed. The JVM uptime is asked for in every call, so an answer without it is a
 failure too.
 
-Credentials: the jar takes ``-u``/``-p`` on its command line (visible to local users in the
-process list while the ~0.2 s call runs). TLS: a JMX connector exported over TLS
-(``com.sun.management.jmxremote.ssl=true``) hands the client its TLS socket factory in the RMI
-stub, so it works with ``tls: true`` as long as the JVM trusts the broker's certificate (the
-JDK's default trust store, or ``JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=...`` in the
-service's environment, which the query JVMs inherit). An RMI registry over TLS
-(``...registry.ssl=true``) cannot be reached by the jar.
+Credentials: the launcher reads them on stdin; the per-broker fallback passes ``-u``/``-p`` on
+the jar's command line (visible to local users in the process list while the ~0.2 s call runs).
+TLS: a JMX connector exported over TLS (``com.sun.management.jmxremote.ssl=true``) hands the
+client its TLS socket factory in the RMI stub, so it works with ``tls: true`` as long as the
+JVM trusts the broker's certificate (the JDK's default trust store, or
+``JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=...`` in the service's environment, which the
+query JVMs inherit). An RMI registry over TLS (``...registry.ssl=true``) cannot be reached.
 
 JVM start-up is the whole cost of a call, so the query JVMs run with start-up-friendly flags
 (C1 compiler only, serial GC, small heap) and an application class-data-sharing archive of the
-classes a query loads, written once by the first successful call
-(``$XDG_CACHE_HOME/kafka-monitor/``, keyed by the Java runtime and the jar). Measured here this
-cuts a call's CPU time by ~40 %, which matters when several brokers are scraped at once on few
-cores (``bench/bench_jmx.py``).
+classes a query loads, written once by the first successful call (in :func:`.cache_dir`,
+keyed by the Java runtime and the jars). Measured here this cuts a call's CPU time by ~40 %.
 """
 
 from __future__ import annotations
@@ -36,14 +38,16 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from jmxquery import JAR_PATH
 
+from monitor.collectors import jmx_launcher
 from monitor.collectors.base import Collector
+from monitor.collectors.jmx_launcher import Launcher, LauncherUnavailable, cache_dir
 from monitor.config import ClusterConfig, JmxEndpoint
 from monitor.jmx_metrics import DEFAULT_MBEANS, UPTIME, BrokerJmx, JmxScrape, MBeanAttribute
 from monitor.store import Store
@@ -53,25 +57,36 @@ class JmxError(RuntimeError):
     """A broker's JMX could not be read this round."""
 
 
+class JmxTimeout(JmxError):
+    """The launcher's deadline passed before the broker answered."""
+
+
 # Start-up-friendly JVM: no log lines on stdout (it carries the JSON), C1 only, serial GC.
 JVM_FLAGS = ("-Xlog:disable", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData",
              "-Xmx32m", "-Xms8m", "-XX:CICompilerCount=1", "-XX:ReservedCodeCacheSize=16m")
 
 
 class ClassDataArchive:
-    """The class-data-sharing archive for jmxquery JVMs: ``flags()`` to use it once it exists,
-    or to write it (one call at a time) when it does not. Any failure just means no archive:
-    ``-Xshare:auto`` ignores an unusable one."""
+    """The class-data-sharing archive for query JVMs of one class path: ``flags()`` to use it
+    once it exists, or to write it (one call at a time) when it does not. Any failure just
+    means no archive: ``-Xshare:auto`` ignores an unusable one."""
 
-    def __init__(self, java: str, directory: Path | None = None) -> None:
-        base = directory or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    def __init__(
+        self,
+        java: str,
+        directory: Path | None = None,
+        name: str = "jmxquery",
+        classpath: Sequence[str | Path] = (JAR_PATH,),
+    ) -> None:
+        base = directory / "kafka-monitor" if directory else cache_dir()
         real = Path(java).resolve()
         try:
-            stamp = f"{real}:{real.stat().st_mtime_ns}:{Path(JAR_PATH).stat().st_size}"
+            stamp = ":".join([f"{real}:{real.stat().st_mtime_ns}",
+                              *(f"{p}:{Path(p).stat().st_size}" for p in classpath)])
         except OSError:
             stamp = str(real)
         key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
-        self.path = base / "kafka-monitor" / f"jmxquery-{key}.jsa"
+        self.path = base / f"{name}-{key}.jsa"
         self._lock = threading.Lock()
         self._writing = False
 
@@ -117,8 +132,7 @@ def query_command(
     if endpoint.username:
         password = endpoint.password.get_secret_value() if endpoint.password else ""
         cmd += ["-u", endpoint.username, "-p", password]
-    batch = dict.fromkeys([UPTIME.query, *queries])
-    return [*cmd, "-q", ";".join(batch) + ";"]
+    return [*cmd, "-q", jmx_launcher.batch([UPTIME.query, *queries])]
 
 
 def parse_answer(output: str) -> dict[MBeanAttribute, float]:
@@ -129,6 +143,8 @@ def parse_answer(output: str) -> dict[MBeanAttribute, float]:
     except json.JSONDecodeError:
         raise JmxError(f"unreadable jmxquery output: {output[:200]!r}") from None
     if isinstance(answer, dict):
+        if answer.get("error") == "timeout":
+            raise JmxTimeout(str(answer.get("message", "timeout")))
         raise JmxError(f"{answer.get('error', 'error')}: {answer.get('message', answer)}")
     values: dict[MBeanAttribute, float] = {}
     for item in answer:
@@ -174,15 +190,95 @@ def scrape_broker(
         error = str(exc)
     if archive is not None:
         archive.written(archive_tmp, error is None)
-    now = time.time()
+    return _broker(endpoint.broker_id, time.time(), time.monotonic() - started, values, error,
+                   last_success)
+
+
+def _broker(
+    broker_id: int,
+    now: float,
+    duration: float,
+    values: dict[MBeanAttribute, float],
+    error: str | None,
+    last_success: float | None,
+) -> BrokerJmx:
     return BrokerJmx(
-        broker_id=endpoint.broker_id,
+        broker_id=broker_id,
         observed_at=now,
-        duration=time.monotonic() - started,
-        values=values,
+        duration=duration,
+        values=values if error is None else {},
         error=error,
         last_success=now if error is None else last_success,
     )
+
+
+def broker_deadline(timeout: float) -> float:
+    """Seconds after launch at which the launcher stops waiting for a broker: early enough
+    that the JVM prints the others' answers and exits before the hard kill at ``timeout``
+    (a JVM exiting with a thread blocked in a socket read waits ~0.3 s for it, measured)."""
+    return timeout - min(1.0, timeout / 4)
+
+
+class LauncherFailed(JmxError):
+    """The launcher JVM ran but answered for no broker (not a timeout): it is unusable."""
+
+
+def scrape_cluster(
+    endpoints: Sequence[JmxEndpoint],
+    queries: Sequence[str],
+    timeout: float,
+    java: str,
+    jar: Path,
+    last_success: Mapping[int, float | None],
+    archive: ClassDataArchive | None = None,
+) -> dict[int, BrokerJmx]:
+    """Every broker in one launcher JVM; a broker's failure is part of the answer. Raises
+    :class:`LauncherFailed` only when the launcher itself does not work."""
+    started_at = time.time()
+    per_broker = broker_deadline(timeout)
+    flags, archive_tmp = archive.flags() if archive is not None else ([], None)
+    stdin = jmx_launcher.request(
+        endpoints, jmx_launcher.batch([UPTIME.query, *queries]), started_at + per_broker)
+    answers: dict[int, tuple[float, str]] = {}
+    failure: str | None = None
+    broken = False
+    try:
+        proc = subprocess.run(
+            jmx_launcher.command(java, jar, [*JVM_FLAGS, *flags]),
+            input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
+        )
+        answers = jmx_launcher.parse_output(proc.stdout)
+        if not answers:
+            broken = True
+            failure = (f"JMX launcher exited with {proc.returncode}: "
+                       f"{(proc.stderr or proc.stdout).strip()[-300:]}")
+    except subprocess.TimeoutExpired as exc:  # the JVM was killed: keep what it printed
+        out = exc.stdout or b""
+        answers = jmx_launcher.parse_output(out.decode() if isinstance(out, bytes) else out)
+        failure = f"timed out after {timeout:g}s"
+    except OSError as exc:
+        failure = str(exc)
+    if archive is not None:
+        archive.written(archive_tmp, failure is None)
+    if broken:
+        raise LauncherFailed(failure)
+    brokers = {}
+    for e in endpoints:
+        values: dict[MBeanAttribute, float] = {}
+        error: str | None = failure or "no answer from the JMX launcher"
+        answered_at = time.time()
+        if e.broker_id in answers:
+            answered_at, output = answers[e.broker_id]
+            try:
+                values, error = parse_answer(output), None
+            except JmxTimeout:
+                error = f"timed out after {per_broker:g}s"
+            except JmxError as exc:
+                error = str(exc)
+        brokers[e.broker_id] = _broker(
+            e.broker_id, answered_at, max(answered_at - started_at, 0.0), values, error,
+            last_success.get(e.broker_id))
+    return brokers
 
 
 class JmxCollector(Collector):
@@ -197,7 +293,9 @@ class JmxCollector(Collector):
         timeout: float,
         store: Store,
         mbeans: Sequence[str] = DEFAULT_MBEANS,
+        launcher: Launcher | None = None,
     ) -> None:
+        """``launcher``: the one-JVM-per-round launcher (default: the process-wide one)."""
         super().__init__(cluster.name, interval)
         if not cluster.jmx:
             raise ValueError(f"cluster {cluster.name}: no jmx endpoints configured")
@@ -208,13 +306,40 @@ class JmxCollector(Collector):
         self._pool = ThreadPoolExecutor(len(self._endpoints), thread_name_prefix=self.name)
         self._last_success: dict[int, float | None] = {}
         self._archive: ClassDataArchive | None = None
+        self._launcher = launcher or jmx_launcher.default_launcher()
+        self._launcher_archive: ClassDataArchive | None = None
         self.last_scrape: JmxScrape | None = None
 
     def scrape(self) -> JmxScrape:
-        """One parallel round over every broker; bounded by the timeout (plus JVM teardown)."""
+        """One round over every broker, bounded by the timeout (plus JVM teardown): in one
+        launcher JVM when it can be had, else one jmxquery JVM per broker in parallel."""
         java = shutil.which("java")
         if java is None:
             raise JmxError("no 'java' on PATH: jmxquery needs a Java runtime")
+        brokers = self._scrape_in_one_jvm(java)
+        if brokers is None:
+            brokers = self._scrape_per_broker(java)
+        for broker_id, broker in brokers.items():
+            self._last_success[broker_id] = broker.last_success
+        return JmxScrape(self.cluster, time.time(), brokers, self._queries)
+
+    def _scrape_in_one_jvm(self, java: str) -> dict[int, BrokerJmx] | None:
+        """None when the launcher is unavailable (the reason is logged once)."""
+        try:
+            jar = self._launcher.jar()
+        except LauncherUnavailable:
+            return None
+        if self._launcher_archive is None:
+            self._launcher_archive = ClassDataArchive(java, name="jmxmulti",
+                                                      classpath=(jar, JAR_PATH))
+        try:
+            return scrape_cluster(self._endpoints, self._queries, self._timeout, java, jar,
+                                  self._last_success, self._launcher_archive)
+        except LauncherFailed as exc:
+            self._launcher.disable(str(exc))
+            return None
+
+    def _scrape_per_broker(self, java: str) -> dict[int, BrokerJmx]:
         if self._archive is None:
             self._archive = ClassDataArchive(java)
         futures = [
@@ -224,10 +349,7 @@ class JmxCollector(Collector):
             )
             for e in self._endpoints
         ]
-        brokers = {b.broker_id: b for b in (f.result() for f in futures)}
-        for broker_id, broker in brokers.items():
-            self._last_success[broker_id] = broker.last_success
-        return JmxScrape(self.cluster, time.time(), brokers, self._queries)
+        return {b.broker_id: b for b in (f.result() for f in futures)}
 
     def collect(self) -> None:
         scrape = self.last_scrape = self.scrape()
