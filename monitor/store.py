@@ -139,7 +139,7 @@ class Store:
         return cluster
 
     def _drop_group(self, cluster: _Cluster, name: str) -> None:
-        if cluster.groups.pop(name, None) is not None and cluster.windows is not None:
+        if cluster.groups.pop(name, None) is not None:
             cluster.windows.drop_group(name)
 
     # ---------------------------------------------------------------- writes (collectors)
@@ -165,8 +165,7 @@ class Store:
                 del group.commits[tp]
             for tp in [tp for tp in group.rows if tp[0] in doomed]:
                 del group.rows[tp]
-        if cluster.windows is not None:
-            cluster.windows.drop_topics(doomed)
+        cluster.windows.drop_topics(doomed)
 
     def put_broker_offsets(self, offsets: BrokerOffsets) -> None:
         with self._lock:
@@ -176,16 +175,15 @@ class Store:
             known = cluster.metadata.topics if cluster.metadata is not None else None
             at = offsets.observed_at
             windows = cluster.windows
-            log_ends: dict[tuple[str, int], int] = {}  # only filled when windows are kept
+            log_ends: dict[tuple[str, int], int] = {}
             for topic, partition, start, end in zip(
                 offsets.topics, offsets.partitions, offsets.log_start, offsets.log_end,
                 strict=True,
             ):
                 if known is None or topic in known:
                     stored[(topic, partition)] = PartitionOffsets(start, end, at)
-                    if windows is not None:
-                        log_ends[(topic, partition)] = end
-            if log_ends and windows is not None:
+                    log_ends[(topic, partition)] = end
+            if log_ends:
                 leo_row = windows.leo_row
                 windows.put_log_ends(
                     np.fromiter((leo_row(t, p) for t, p in log_ends), np.int64, len(log_ends)),
@@ -309,7 +307,7 @@ class Store:
                 tp = (event.topic, event.partition)
                 group.commits.pop(tp, None)
                 row = group.rows.pop(tp, None)
-                if row is not None and cluster.windows is not None:
+                if row is not None:
                     cluster.windows.free_rows([row])
                 if not group.commits and group.membership is None:
                     self._drop_group(cluster, event.group)
@@ -327,8 +325,6 @@ class Store:
         gone: list[tuple[str, str]] = []
         with self._lock:
             for name, cluster in self._clusters.items():
-                if cluster.windows is None:
-                    continue
                 for group in cluster.windows.expired_groups(round(now * 1000), expire_ms):
                     self._drop_group(cluster, group)
                     gone.append((name, group))
@@ -345,10 +341,10 @@ class Store:
 
     def evaluation_input(self, cluster: str) -> EvaluationInput | None:
         """The cluster's windows and log-end history as the evaluator's arrays (copies); None
-        for an unknown cluster or a store that keeps no windows."""
+        for an unknown cluster."""
         with self._lock:
             state = self._clusters.get(cluster)
-            if state is None or state.windows is None:
+            if state is None:
                 return None
             return state.windows.evaluation_input()
 
@@ -366,7 +362,7 @@ class Store:
             out: dict[TopicPartition, list[dict[str, int | None]]] = {}
             for tp, commit in found.commits.items():
                 row = found.rows.get(tp)
-                if state.windows is None or row is None:
+                if row is None:  # no window row: the latest commit alone
                     ms = round(commit.commit_time * 1000)
                     seen = round(commit.observed_at * 1000)
                     out[tp] = [{"offset": commit.offset, "timestamp": ms, "observedAt": seen,
