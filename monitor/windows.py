@@ -11,7 +11,9 @@ Layout (one :class:`Windows` per cluster):
 * Log ends: one row per (topic, partition): Burrow's ring of the last ``W`` refreshes
   (``recent_*``, what its STOP rule reads) and a longer history of ``H`` points with flat runs
   collapsed to their first and last point (what lag-in-seconds and the idle-aware rules read,
-  spanning quiet periods in few slots). Backward points (a stale leader) are rejected.
+  spanning quiet periods in few slots); when full, old points are thinned rather than dropped,
+  so it reaches back to the first observation with resolution proportional to age. Backward
+  points (a stale leader) are rejected.
 
 Storage rules (Burrow's ``inmemory.go``): a newer commit (higher order) is appended, the
 oldest falling out of a full window; an older one is inserted in order, or dropped if it
@@ -278,8 +280,39 @@ class Windows:
         flat = (cnt >= 2) & (e == self.hist_offsets[r, last]) & (e == prev)
         self.hist_times_ms[r[flat], last[flat]] = t_ms
         grow = ~flat
-        t = np.full(int(grow.sum()), t_ms, dtype=np.int64)
-        self._push(r[grow], self.hist_counts, (self.hist_offsets, self.hist_times_ms), (e[grow], t))
+        rg = r[grow]
+        full = rg[self.hist_counts[rg] >= self.history]
+        if full.size:
+            self._thin(full, t_ms)
+        t = np.full(rg.size, t_ms, dtype=np.int64)
+        self._push(rg, self.hist_counts, (self.hist_offsets, self.hist_times_ms), (e[grow], t))
+
+    def _thin(self, rows: IntArray, now_ms: int) -> None:
+        """Make room in full histories: remove the points whose removal widens the gap least
+        relative to their age, so resolution stays proportional to age and the history
+        reaches ever further back (lag in seconds for a group hours behind stays an estimate,
+        not a lower bound). Endpoints of flat runs are kept (they stop the estimate from
+        drifting on quiet topics); rows with too few removable points lose their oldest.
+        An eighth of the slots is freed at a time, so a row is thinned every few refreshes,
+        not at each one."""
+        h = self.history
+        m = max(1, h // 8)
+        off = self.hist_offsets[rows]
+        tim = self.hist_times_ms[rows]
+        gap = (tim[:, 2:] - tim[:, :-2]).astype(np.float64)
+        age = np.maximum(now_ms - tim[:, 1:-1], 1).astype(np.float64)
+        score = gap / age
+        inner = off[:, 1:-1]
+        score[(inner == off[:, :-2]) | (inner == off[:, 2:])] = np.inf
+        chosen = np.argpartition(score, m - 1, axis=1)[:, :m] + 1  # slots 1..h-2
+        drop = np.zeros((rows.size, h), dtype=bool)
+        ok = np.all(np.isfinite(np.take_along_axis(score, chosen - 1, axis=1)), axis=1)
+        drop[np.flatnonzero(ok)[:, None], chosen[ok]] = True
+        drop[~ok, :m] = True  # nothing (or too little) removable: the oldest go
+        keep = ~drop
+        self.hist_offsets[rows, : h - m] = off[keep].reshape(rows.size, h - m)
+        self.hist_times_ms[rows, : h - m] = tim[keep].reshape(rows.size, h - m)
+        self.hist_counts[rows] = h - m
 
     @staticmethod
     def _push(

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from monitor.config import EvaluatorConfig
-from monitor.evaluator import GroupIndex, RuleOptions, Status, evaluate
+from monitor.evaluator import GroupIndex, LeoHistory, RuleOptions, Status, evaluate, lag_seconds
 from monitor.observations import (
     BrokerOffsets,
     ClusterMetadata,
@@ -137,12 +137,57 @@ def test_log_end_history_collapses_flat_runs_and_rejects_backward_points() -> No
     assert times == [1_000, 2_000, 5_000, 7_000]  # the backward 15 at 6 s is rejected
 
 
-def test_log_end_history_is_bounded() -> None:
+def test_log_end_history_is_bounded_and_thins_old_points() -> None:
+    """At most 60 points, reaching back to the first observation: old ones thinned, recent
+    ones kept."""
     s = store()
-    for i in range(100):
+    for i in range(1000):
         log_ends(s, {("t", 0): i}, at=float(i + 1))
-    offsets, _ = wins(s).log_end_history("t", 0)
-    assert offsets == list(range(40, 100))
+    offsets, times = wins(s).log_end_history("t", 0)
+    assert 52 <= len(offsets) <= 60
+    assert offsets[0] == 0 and offsets[-1] == 999  # the whole span is still covered
+    assert offsets[-5:] == list(range(995, 1000))  # the last seconds at full resolution
+    gaps = np.diff(times)
+    assert gaps[0] > 10 * gaps[-1]  # resolution proportional to age
+    assert np.all(np.diff(offsets) > 0)
+
+
+def test_thinned_history_keeps_lag_seconds_accurate_far_back() -> None:
+    """A steady 100 records/s for an hour, one point per second (60 points kept): a group
+    50 minutes behind gets an estimate within a few percent, not a lower bound."""
+    s = store()
+    for i in range(3600):
+        log_ends(s, {("t", 0): 100 * i}, at=float(1000 + i))
+    offsets, times = wins(s).log_end_history("t", 0)
+    hist = LeoHistory.from_arrays([offsets], [times])
+    now_ms = (1000 + 3599) * 1000.0
+    committed = 100 * (3599 - 3000)  # the log end was here 3000 s ago
+    res = lag_seconds([committed], hist, now_ms)
+    assert not res.lower_bound[0]
+    assert abs(res.seconds[0] - 3000) < 0.03 * 3000
+
+
+def test_thinning_keeps_flat_run_endpoints() -> None:
+    """Quiet stretches (flat runs) keep their first and last points through thinning."""
+    s = store()
+    t = 1.0
+    level = 0
+    for _block in range(40):
+        for _ in range(5):
+            level += 10
+            log_ends(s, {("t", 0): level}, at=t)
+            t += 1
+        for _ in range(20):  # quiet
+            log_ends(s, {("t", 0): level}, at=t)
+            t += 1
+    offsets, times = wins(s).log_end_history("t", 0)
+    assert len(offsets) <= 60
+    o = np.array(offsets)
+    # Every flat run kept in the history still has both endpoints (runs of length >= 2 whose
+    # neighbours differ), i.e. no run was cut down to a single point in the middle of history.
+    runs = [(i, j) for i in range(len(o)) for j in [i + 1] if j < len(o) and o[i] == o[j]]
+    assert runs, "flat runs survive thinning"
+    assert all(times[j] - times[i] >= 15_000 for i, j in runs[-5:])
 
 
 def test_groups_expire_without_commits() -> None:
