@@ -58,6 +58,7 @@ from monitor.collectors.offsets_topic import (  # noqa: E402
 from monitor.config import ClusterConfig  # noqa: E402
 from monitor.localkafka import LocalKafka  # noqa: E402
 from monitor.localkafka.workload import librdkafka_logger  # noqa: E402
+from monitor.runtime import tune_gc  # noqa: E402
 from monitor.store import Store  # noqa: E402
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -236,6 +237,7 @@ def store_memory(cluster: ClusterConfig, batch_size: int, timeout: float) -> dic
 
 
 def main() -> None:
+    tune_gc()  # as kafka-monitor run does
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--groups", type=int, default=1000)
