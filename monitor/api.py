@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
+from monitor.canary.probe import CanaryProbe
 from monitor.config import effective_config
 from monitor.evaluation import ClusterEvaluation, GroupStatus, PartitionStatus
 from monitor.httpserver import HOSTNAME, SERVICE_KEY, reply
+from monitor.mirror import MirrorCollector, mirror_view
 from monitor.observations import OffsetsDeleted
 
 if TYPE_CHECKING:
@@ -347,6 +349,33 @@ async def loglevel_set(request: web.Request) -> web.Response:
     return reply(request, {"message": "log level set", "level": level.upper()})
 
 
+async def canary(request: web.Request) -> web.Response:
+    """Our extension: the cluster's canary probe, as its last round rendered it."""
+    service, name = _cluster(request)
+    probe = next(
+        (c for c in service.collectors if isinstance(c, CanaryProbe) and c.kind == "canary"
+         and c.cluster == name),
+        None,
+    )
+    if probe is None:
+        raise web.HTTPNotFound(reason="canary not enabled")
+    return reply(request, {"message": "canary returned", "canary": probe.snapshot()})
+
+
+async def mirror(request: web.Request) -> web.Response:
+    """Our extension: a mirror's lag, group status, window counts and canary."""
+    service = request.app[SERVICE_KEY]
+    name = _name(request, "mirror")
+    found = next(
+        (c for c in service.collectors if isinstance(c, MirrorCollector) and c.cluster == name),
+        None,
+    )
+    if found is None:
+        raise web.HTTPNotFound(reason="mirror not found")
+    return reply(request, {"message": "mirror returned",
+                           "mirror": mirror_view(found, service.evaluator)})
+
+
 def add_v3_routes(app: web.Application) -> None:
     r = app.router
     r.add_get("/burrow/admin", burrow_admin)
@@ -368,3 +397,5 @@ def add_v3_routes(app: web.Application) -> None:
     r.add_get("/v3/config/evaluator", config_evaluator)
     r.add_get("/v3/admin/loglevel", loglevel_get)
     r.add_post("/v3/admin/loglevel", loglevel_set)
+    r.add_get("/v3/kafka/{cluster}/canary", canary)
+    r.add_get("/v3/mirror/{mirror}", mirror)

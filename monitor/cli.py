@@ -2,7 +2,7 @@
 
 ``check-config FILE`` validates a configuration and prints it as the service will use it;
 ``run --config FILE`` starts the service; ``demo`` runs a local Kafka with a demo workload and
-the service watching it.
+the service watching it; ``pipeline stream|backtest`` run the Spark jobs.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import yaml
 from monitor import __version__
 from monitor.config import ConfigError, effective_config, load_config
 from monitor.logs import setup_logging
+from monitor.pipeline.commands import add_pipeline_parser
 
 EXIT_CONFIG = 2
 
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--status-every", type=float, default=10.0, help="seconds between workload lines"
     )
     demo.set_defaults(func=_demo)
+
+    add_pipeline_parser(commands)  # pipeline stream|backtest (Spark, imported when run)
     return parser
 
 

@@ -351,16 +351,37 @@ class EvaluatorConfig(_Model):
     )
 
 
+_TOPIC_RE = r"^[A-Za-z0-9._-]{1,249}$"
+
+
 class CanaryConfig(_Model):
+    """Canary probes (``monitor/canary/``); ``interval``, ``record_size``, timeouts and the
+    window also apply to the canaries of ``mirrors``."""
+
     enabled: bool = False
-    topic: str = Field(default="_kafka_monitor_canary", pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    topic: str = Field(default="_kafka_monitor_canary", pattern=_TOPIC_RE)
     interval: Duration = 1.0
     partitions_per_broker: int = Field(default=1, ge=1, le=100)
     replication_factor: int | None = Field(default=None, ge=1)
     record_size: int = Field(default=100, ge=32, le=1_000_000)
-    loss_sla: Duration = Field(default=20.0, description="a gap not filled within this is loss")
+    loss_sla: Duration = Field(
+        default=20.0, description="an acknowledged record not consumed within this is lost"
+    )
     instance_id: str = Field(
-        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}", min_length=1
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}", min_length=1,
+        max_length=200,
+        description="set a stable id (e.g. the pod name) so restarts reuse the canary group",
+    )
+    group: str | None = Field(
+        default=None, description="the canary consumer group; default "
+        "kafka-monitor-canary-<instance_id> (one group per instance)"
+    )
+    produce_timeout: Duration = Field(
+        default=10.0, description="a send not acknowledged within this failed"
+    )
+    commit_interval: Duration = Field(default=5.0, description="canary group commit probe")
+    window: Duration = Field(
+        default=60.0, description="availability and latency quantiles in the API cover this"
     )
 
 
@@ -368,8 +389,28 @@ class MirrorConfig(_Model):
     name: str = Field(pattern=_NAME_RE)
     source: str
     destination: str
-    topics: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(
+        default_factory=list, description="mirrored topics: log-end lag and window counts"
+    )
     group: str | None = Field(default=None, description="the mirroring consumer group")
+    canary: bool = Field(
+        default=True, description="produce canary records at the source, consume them at the "
+        "destination (the mirror must mirror canary_topic)",
+    )
+    canary_topic: str = Field(default="_kafka_monitor_mirror_canary", pattern=_TOPIC_RE)
+    destination_canary_topic: str | None = Field(
+        default=None, pattern=_TOPIC_RE,
+        description="the canary topic's name at the destination (default: the same; "
+        "MirrorMaker 2 writes <source alias>.<topic>)",
+    )
+    count_window: Duration = Field(
+        default=60.0, description="records written at source and destination are compared "
+        "per window of this length"
+    )
+    count_delay: Duration = Field(
+        default=10.0, description="the destination's window is shifted by this much (the "
+        "expected replication latency)"
+    )
 
 
 class HttpConfig(_Model):
@@ -406,6 +447,32 @@ class ExporterConfig(_Model):
     )
 
 
+class RecorderConfig(_Model):
+    """Observations written to Parquet for backtests (``monitor/recorder.py``), under
+    ``path/{observations,statuses}/cluster=<name>/date=<YYYY-MM-DD>/``."""
+
+    enabled: bool = False
+    path: Path = Path("recordings")
+    flush_interval: Duration = Field(
+        default=10.0, description="buffered observations are written this often"
+    )
+    max_file_bytes: int = Field(
+        default=128 * 1024 * 1024, ge=1024, description="a file is closed past this size"
+    )
+    max_file_age: Duration = Field(
+        default=600.0, description="a file is closed (and readable) after this long"
+    )
+    retention: Duration = Field(default=7 * 86400.0, description="files older are deleted")
+    max_total_bytes: int = Field(
+        default=10 * 1024**3, ge=1024, description="oldest files are deleted past this total"
+    )
+    max_buffered_rows: int = Field(
+        default=5_000_000, ge=1000,
+        description="rows held between flushes; beyond, observations are dropped and counted",
+    )
+    canary: bool = Field(default=True, description="also record canary probe snapshots")
+
+
 class MonitorConfig(_Model):
     clusters: list[ClusterConfig] = Field(min_length=1)
     collectors: CollectorsConfig = Field(default_factory=CollectorsConfig)
@@ -416,6 +483,7 @@ class MonitorConfig(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
     exporter: ExporterConfig = Field(default_factory=ExporterConfig)
+    recorder: RecorderConfig = Field(default_factory=RecorderConfig)
 
     @model_validator(mode="after")
     def _references(self) -> MonitorConfig:

@@ -31,6 +31,9 @@ from monitor.evaluation import Evaluator
 from monitor.exporter import LagExporter
 from monitor.health_metrics import HealthMetrics
 from monitor.httpserver import build_app
+from monitor.probes import build_probes, probe_metrics
+from monitor.recorder import build_recorder
+from monitor.runtime import tune_gc
 from monitor.store import Store
 
 _log = logging.getLogger("monitor.service")
@@ -67,6 +70,7 @@ def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
                     intervals.jmx_mbeans,
                 )
             )
+    collectors.extend(build_probes(config, store))  # canaries and mirrors, when configured
     return collectors
 
 
@@ -105,20 +109,25 @@ class Service:
     ) -> None:
         self.config = config
         self.store = store if store is not None else Store(config.evaluator)
+        self._freshness_used: dict[str, float | None] = {}
         self.collectors = (
             collectors if collectors is not None else build_collectors(config, self.store)
         )
         self.evaluator = Evaluator(
             self.store,
             config.evaluator,
-            freshness=self._offsets_topic_freshness,
+            freshness=self._evaluation_freshness,
             # A group read by the Admin API is stale after three missed rounds.
             stale_after=3 * config.collectors.group_offsets_interval + config.evaluator.interval,
         )
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))
+        for probe_collector in probe_metrics(self.collectors, self.evaluator):
+            self.registry.register(probe_collector)
         self.exporter = LagExporter(self.evaluator, self.store, self.collectors, config.exporter)
         self.registry.register(self.exporter)
+        # Observations and verdicts to Parquet for backtests (``recorder:``, off by default).
+        self.recorder = build_recorder(config, self.store, self.collectors)
         self.started_at = time.time()
         self.evaluated_clusters: set[str] = set()  # evaluated once their collectors were ready
         self.http_port: int | None = None
@@ -156,6 +165,12 @@ class Service:
             coalesce=True,
             misfire_grace_time=None,
         )
+        if self.recorder is not None:
+            self._scheduler.add_job(
+                run_in_daemon_thread, "interval", seconds=self.config.recorder.flush_interval,
+                args=[self.recorder.flush, "recorder"], id="recorder", max_instances=1,
+                coalesce=True, misfire_grace_time=None,
+            )
         self._scheduler.start()
         _log.info(
             "service started",
@@ -185,11 +200,18 @@ class Service:
     def _evaluate_and_render(self) -> None:
         """One evaluation round, then the exporter's text for it in the same worker thread,
         so a scrape on the event loop only joins cached bytes."""
-        self.evaluator.run_once()
+        results = self.evaluator.run_once()
+        if self.recorder is not None:
+            self.recorder.record_round(results, self._freshness_used.get)
         try:
             self.exporter.prerender()
         except Exception:  # the round stands; the next scrape renders it (and fails loudly)
             _log.exception("metrics pre-render failed")
+
+    def _evaluation_freshness(self, cluster: str) -> float | None:
+        """The reader freshness a round judged on, kept for the recorder (replays use it)."""
+        fresh = self._freshness_used[cluster] = self._offsets_topic_freshness(cluster)
+        return fresh
 
     def _offsets_topic_freshness(self, cluster: str) -> float | None:
         fresh = [
@@ -209,6 +231,11 @@ class Service:
                 collector.close()
             except Exception:
                 _log.exception("collector close failed", extra={"collector": collector.name})
+        if self.recorder is not None:
+            try:
+                await run_in_daemon_thread(self.recorder.close, name="recorder")
+            except Exception:
+                _log.exception("recorder close failed")
         _log.info("service stopped")
 
 
@@ -237,6 +264,7 @@ def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
 
 def run(config: MonitorConfig) -> int:
     """The ``kafka-monitor run`` entry point: serve until SIGTERM or SIGINT."""
+    tune_gc()
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -15,10 +15,12 @@ group whose offsets are all deleted and that has no members is gone.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +40,28 @@ from monitor.observations import (
 from monitor.windows import EvaluationInput, Windows
 
 TopicPartition = tuple[str, int]
+_log = logging.getLogger("monitor.store")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Told to listeners when the evaluator copies a cluster's windows: everything a listener
+    saw before it is in that round (what lets a recording be replayed round for round)."""
+
+    cluster: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRemoved:
+    """Told to listeners when a group is forgotten by an operator's DELETE."""
+
+    cluster: str
+    group: str
+
+
+Listener = Callable[[object], None]
+"""Called with every observation the store applies (and :class:`Snapshot` /
+:class:`GroupRemoved`), under the store's lock, in the order applied: must be cheap."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +153,27 @@ class Store:
         self._lock = threading.Lock()
         self._clusters: dict[str, _Cluster] = {}
         self.evaluator_config = evaluator_config or EvaluatorConfig()
+        self.listeners: list[Listener] = []  # e.g. the recorder (monitor/recorder.py)
+
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable without its lock and listeners: the Spark pipeline keeps one store per
+        bucket of groups in its streaming state."""
+        with self._lock:
+            return {"clusters": self._clusters, "evaluator_config": self.evaluator_config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.Lock()
+        self._clusters = state["clusters"]
+        self.evaluator_config = state["evaluator_config"]
+        self.listeners = []
+
+    def _emit(self, event: object) -> None:
+        """Hand ``event`` to the listeners; a failing listener never fails a collector."""
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                _log.exception("store listener failed")
 
     def _cluster(self, name: str) -> _Cluster:
         cluster = self._clusters.get(name)
@@ -149,6 +194,7 @@ class Store:
         with self._lock:
             cluster = self._cluster(metadata.cluster)
             previous = cluster.metadata
+            self._emit(metadata)
             cluster.metadata = metadata
             cluster.placement = update_placement(cluster.placement, metadata)
             if previous is not None:
@@ -171,6 +217,7 @@ class Store:
         with self._lock:
             cluster = self._cluster(offsets.cluster)
             stored = cluster.offsets
+            self._emit(offsets)
             # A round in flight while a topic was deleted must not bring the topic back.
             known = cluster.metadata.topics if cluster.metadata is not None else None
             at = offsets.observed_at
@@ -210,6 +257,7 @@ class Store:
         with self._lock:
             cluster = self._cluster(batch.cluster)
             groups = cluster.groups
+            self._emit(batch)
             windows = cluster.windows
             allocate = windows.allocate
             at = batch.observed_at
@@ -283,6 +331,7 @@ class Store:
     def put_group(self, membership: GroupMembership) -> None:
         with self._lock:
             groups = self._cluster(membership.cluster).groups
+            self._emit(membership)
             group = groups.get(membership.group)
             if group is None:
                 group = groups[membership.group] = _Group()
@@ -294,6 +343,7 @@ class Store:
         with self._lock:
             groups = self._cluster(event.cluster).groups
             group = groups.get(event.group)
+            self._emit(event)
             if group is not None:
                 group.membership = None
                 if not group.commits:
@@ -303,6 +353,7 @@ class Store:
         with self._lock:
             cluster = self._cluster(event.cluster)
             group = cluster.groups.get(event.group)
+            self._emit(event)
             if group is not None:
                 tp = (event.topic, event.partition)
                 group.commits.pop(tp, None)
@@ -315,6 +366,7 @@ class Store:
     def remove_group(self, cluster: str, group: str) -> None:
         """Forget a group entirely (an operator's DELETE, or expiry)."""
         with self._lock:
+            self._emit(GroupRemoved(cluster, group))
             self._drop_group(self._cluster(cluster), group)
 
     def expire_groups(self, now: float | None = None) -> list[tuple[str, str]]:
@@ -334,6 +386,7 @@ class Store:
         """Mark a known group stale; an unknown one stays unknown (nothing to keep)."""
         with self._lock:
             group = self._cluster(event.cluster).groups.get(event.group)
+            self._emit(event)
             if group is not None:
                 group.stale_error = event.error
 
@@ -346,6 +399,7 @@ class Store:
             state = self._clusters.get(cluster)
             if state is None:
                 return None
+            self._emit(Snapshot(cluster))
             return state.windows.evaluation_input()
 
     def group_windows(

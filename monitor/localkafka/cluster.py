@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -515,18 +515,21 @@ class LocalKafka:
         replication_factor: int = 1,
         config: Mapping[str, object] | None = None,
         timeout: float = 30.0,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """Create a topic with ``kafka.admin.TopicCommand`` (0.9 has no CreateTopics API) and
-        wait until every partition has a leader in every running broker's metadata."""
-        args = [
-            "--create",
-            "--topic",
-            name,
-            "--partitions",
-            str(partitions),
-            "--replication-factor",
-            str(replication_factor),
-        ]
+        wait until every partition has a leader in every running broker's metadata.
+        ``replica_assignment`` (replicas per partition, preferred leader first) replaces
+        ``partitions`` and ``replication_factor``: how a canary topic gets a leader on every
+        broker."""
+        args = ["--create", "--topic", name]
+        if replica_assignment is not None:
+            partitions = len(replica_assignment)
+            args += ["--replica-assignment",
+                     ",".join(":".join(str(b) for b in r) for r in replica_assignment)]
+        else:
+            args += ["--partitions", str(partitions),
+                     "--replication-factor", str(replication_factor)]
         for key, value in (config or {}).items():
             args += ["--config", f"{key}={_prop(value)}"]
         out = self._topic_command(args)

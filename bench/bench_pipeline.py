@@ -1,0 +1,178 @@
+"""Benchmark of the Spark pipeline on 1 and 2 cores against the in-process engine, same data,
+same run.
+
+    .venv/bin/python bench/bench_pipeline.py                 # 2,000 groups x 4 partitions
+    .venv/bin/python bench/bench_pipeline.py --groups 500    # smaller
+
+Writes a synthetic recording in the recorder's format (G groups, each on its own 4-partition
+topic: log ends of every partition and a commit of every group-partition each round, one
+``round`` mark per round), then prints one JSON object with observation rows per second of:
+
+* ``inprocess``: the replay in this process (one ``Replayer``: the service's store, windows
+  and rules), the reference for both jobs;
+* ``backtest``: ``run_backtest`` on ``local[1]`` and ``local[2]`` (8 buckets), and
+  ``scaling_backtest`` = 2 cores / 1 core (target >= 1.6);
+* ``stream``: the streaming job's stateful stage (bucketing + ``transformWithStateInPandas``
+  holding a replayer per bucket) fed the same rows as a file stream, ``--batches`` files per
+  run, to completion, on 1 and 2 cores, and ``scaling_stream``. The Kafka reading of the real
+  stream is ``bench_offsets_topic.py``'s subject and is not repeated here;
+* ``ratio_*``: each Spark figure over the in-process one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from monitor.config import EvaluatorConfig  # noqa: E402
+from monitor.observations import BrokerOffsets, CommitBatch  # noqa: E402
+from monitor.pipeline.backtest import read_local, replay_frame, run_backtest  # noqa: E402
+from monitor.pipeline.rows import ClockMark, RowBuilder  # noqa: E402
+
+CLUSTER = "bench"
+T0 = 1_700_000_000.0
+
+
+def write_recording(root: Path, groups: int, rounds: int, files: int) -> int:
+    """The recording, split into ``files`` files of consecutive rounds; returns its rows."""
+    import pyarrow.parquet as pq
+
+    folder = root / "observations" / f"cluster={CLUSTER}" / "date=2023-11-14"
+    folder.mkdir(parents=True)
+    topics = [f"t{g}" for g in range(groups) for _ in range(4)]
+    parts = [p for _ in range(groups) for p in range(4)]
+    names = [f"group-{g:06d}" for g in range(groups) for _ in range(4)]
+    total, seq = 0, 0
+    per_file = max(1, rounds // files)
+    for f in range(0, rounds, per_file):
+        rows = RowBuilder()
+        for r in range(f, min(rounds, f + per_file)):
+            now = T0 + 10 * r
+            ends = [100 * r + 1000] * len(topics)
+            seq += 1
+            rows.add(1, seq, BrokerOffsets(CLUSTER, now, topics, parts, [0] * len(topics), ends))
+            # Every 7th group stops at half time, every 5th lags: a mix of verdicts.
+            offs = [
+                (50 * r if g % 5 == 0 else 100 * r + 1000)
+                for g in range(groups) for _ in range(4)
+            ]
+            keep = [not (g % 7 == 0 and r > rounds // 2) for g in range(groups) for _ in range(4)]
+            seq += 1
+            rows.add(1, seq, CommitBatch(
+                CLUSTER, "offsets_topic", now + 1,
+                [n for n, k in zip(names, keep, strict=True) if k],
+                [t for t, k in zip(topics, keep, strict=True) if k],
+                [p for p, k in zip(parts, keep, strict=True) if k],
+                [o for o, k in zip(offs, keep, strict=True) if k],
+                [round((now + 1) * 1000)] * sum(keep),
+                [seq * 10_000 + i for i in range(sum(keep))],
+            ))
+            rows.add(1, seq, ClockMark(CLUSTER, "round", now + 2, now + 2))
+        table = rows.to_arrow(with_cluster=False)
+        pq.write_table(table, folder / f"part-{f:06d}.parquet")
+        total += table.num_rows
+    return total
+
+
+def timed(fn: Any) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def spark_figures(recording: Path, rows: int, cores: int, buckets: int,
+                  work: Path) -> dict[str, Any]:
+    from monitor.pipeline.backtest import bucketed
+    from monitor.pipeline.replay import VERDICT_DDL
+    from monitor.pipeline.rows import SPARK_DDL
+    from monitor.pipeline.spark import spark_session
+    from monitor.pipeline.stream import BucketProcessor
+
+    spark = spark_session(f"local[{cores}]", conf={
+        "spark.sql.shuffle.partitions": str(buckets), "spark.ui.enabled": "false",
+        "spark.default.parallelism": str(buckets),
+    })
+    config = EvaluatorConfig()
+    try:
+        # Warm-up (JVM, Python workers), then the measured run.
+        run_backtest(spark, str(recording), config, buckets=buckets)["evaluations"].count()
+        spark.catalog.clearCache()  # the measured run must not reuse the warm-up's cache
+        seconds, evaluations = timed(
+            lambda: run_backtest(spark, str(recording), config, buckets=buckets)[
+                "evaluations"].count()
+        )
+        backtest = {"seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
+                    "evaluations": evaluations}
+
+        ddl = SPARK_DDL.replace("`cluster` string, ", "") + ", `cluster` string, `date` string"
+        source = (spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1)
+                  .parquet(str(recording / "observations")))
+        stateful = bucketed(source, buckets).groupBy("cluster", "bucket")
+        out = stateful.transformWithStateInPandas(
+            statefulProcessor=BucketProcessor(config), outputStructType=VERDICT_DDL,
+            outputMode="Update", timeMode="None",
+        )
+        checkpoint = work / f"checkpoint-{cores}"
+
+        def stream() -> None:
+            query = (out.writeStream.format("noop").outputMode("update")
+                     .option("checkpointLocation", str(checkpoint))
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+
+        seconds, _ = timed(stream)
+        streaming = {"seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
+        return {"backtest": backtest, "stream": streaming}
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--groups", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--batches", type=int, default=6, help="files = stream micro-batches")
+    parser.add_argument("--buckets", type=int, default=8)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    try:
+        recording = work / "recording"
+        rows = write_recording(recording, args.groups, args.rounds, args.batches)
+        frame = read_local(recording)
+        seconds, evals = timed(lambda: replay_frame(frame, EvaluatorConfig()))
+        inprocess = {"seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
+                     "evaluations": len(evals)}
+        figures = {c: spark_figures(recording, rows, c, args.buckets, work) for c in (1, 2)}
+        one, two = figures[1], figures[2]
+        result = {
+            "benchmark": "pipeline",
+            "groups": args.groups, "partitions_per_group": 4, "rounds": args.rounds,
+            "observation_rows": rows,
+            "inprocess": inprocess,
+            "backtest": {"local[1]": one["backtest"], "local[2]": two["backtest"]},
+            "stream": {"local[1]": one["stream"], "local[2]": two["stream"]},
+            "scaling_backtest": round(two["backtest"]["rows_per_s"]
+                                      / one["backtest"]["rows_per_s"], 2),
+            "scaling_stream": round(two["stream"]["rows_per_s"] / one["stream"]["rows_per_s"], 2),
+            "ratio_backtest_2cores_vs_inprocess": round(
+                two["backtest"]["rows_per_s"] / inprocess["rows_per_s"], 2),
+            "ratio_stream_2cores_vs_inprocess": round(
+                two["stream"]["rows_per_s"] / inprocess["rows_per_s"], 2),
+            "evaluations_agree": one["backtest"]["evaluations"] == len(evals),
+            "scaling_target": 1.6,
+        }
+        print(json.dumps(result, indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""One consumer group in detail: its status and Kafka state, members, status over time per
+topic and per partition, lag per partition in offsets and seconds, and consume vs produce
+rates.
+
+Per-partition panels need ``exporter.partition_series: true`` (the default); the per-topic
+panels work in both forms. Owners per partition (member, host, client id) are not metrics:
+the text panel links to the HTTP API, which lists them.
+"""
+
+from __future__ import annotations
+
+from grafanalib.core import Dashboard, Stat, StateTimeline, Text, TimeSeries
+
+from dashboards.common import (
+    DATASOURCE,
+    GROUP_STATUS,
+    dashboard,
+    dashboard_link,
+    layout,
+    query_variable,
+    steps,
+    target,
+    value_mappings,
+)
+
+UID = "kafka-monitor-group"
+SEL = 'cluster="$cluster",group="$group"'
+
+
+def _stat(title: str, expr: str, unit: str = "none", *, legend: str = "",
+          mappings: list[dict[str, object]] | None = None,
+          thresholds: list[dict[str, object]] | None = None, text_mode: str = "auto",
+          color_mode: str = "value") -> Stat:
+    return Stat(
+        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="none",
+        format=unit, targets=[target(expr, legend)], mappings=mappings or [],
+        thresholds=thresholds or steps((None, "blue")), textMode=text_mode,
+        colorMode=color_mode,
+    )
+
+
+def _timeline(title: str, queries: list[tuple[str, str]], description: str) -> StateTimeline:
+    return StateTimeline(
+        title=title, dataSource=DATASOURCE, description=description,
+        targets=[target(expr, legend, chr(ord("A") + i))
+                 for i, (expr, legend) in enumerate(queries)],
+        mappings=value_mappings(GROUP_STATUS),
+        colorMode="fixed", showValue="never", mergeValues=True, rowHeight=0.8,
+        extraJson={"fieldConfig": {"defaults": {"color": {"mode": "fixed",
+                                                          "fixedColor": "green"}}}},
+    )
+
+
+def _series(title: str, expr: str, legend: str, unit: str, description: str = "",
+            ) -> TimeSeries:
+    return TimeSeries(
+        title=title, dataSource=DATASOURCE, description=description, unit=unit,
+        targets=[target(expr, legend)], legendDisplayMode="table", legendPlacement="right",
+        legendCalcs=["lastNotNull", "max"],
+    )
+
+
+OWNERS = """\
+Owners per partition (member id, host, client id) are in the monitor's HTTP API,
+Burrow's format:
+
+* [`/v3/kafka/$cluster/consumer/$group/lag`](/v3/kafka/$cluster/consumer/$group/lag):
+  every partition with its status, lag, lag in seconds and owner
+* `/v3/kafka/$cluster/consumer/$group/status`: only the partitions that are not OK
+
+(relative links work when Grafana and the monitor share a reverse proxy; otherwise use the
+monitor's address)."""
+
+
+def build() -> Dashboard:
+    panels = layout([
+        (4, [
+            (4, _stat("Status", f"kafka_monitor_group_status{{{SEL}}}",
+                      mappings=value_mappings(GROUP_STATUS), color_mode="background",
+                      thresholds=steps((None, "transparent")))),
+            (4, _stat("Kafka state", f"kafka_monitor_group_info{{{SEL}}}", legend="{{state}}",
+                      text_mode="name")),
+            (4, _stat("Members", f"kafka_consumergroup_members{{{SEL}}}",
+                      thresholds=steps((None, "red"), (1, "green")))),
+            (4, _stat("Lag (offsets)", f"kafka_consumergroup_group_sum_lag{{{SEL}}}", "short")),
+            (4, _stat("Lag (seconds)", f"kafka_consumergroup_group_max_lag_seconds{{{SEL}}}",
+                      "s", thresholds=steps((None, "green"), (60, "yellow"), (300, "red")))),
+            (4, _stat("Stale", f"kafka_monitor_group_stale{{{SEL}}}",
+                      mappings=[{"type": "value", "options": {
+                          "0": {"text": "current", "color": "green", "index": 0},
+                          "1": {"text": "stale", "color": "orange", "index": 1}}}],
+                      thresholds=steps((None, "green"), (1, "orange")))),
+        ]),
+        (6, [
+            (24, _timeline(
+                "Status over time",
+                [(f"kafka_monitor_group_status{{{SEL}}}", "group"),
+                 (f"kafka_monitor_group_topic_status{{{SEL}}}", "{{topic}}")],
+                "The group's status (top row), then each topic's worst partition.")),
+        ]),
+        (8, [
+            (24, _timeline(
+                "Partition status over time",
+                [(f"kafka_monitor_partition_status{{{SEL}}}", "{{topic}} [{{partition}}]")],
+                "Each partition's status (needs exporter.partition_series).")),
+        ]),
+        (9, [
+            (12, _series("Lag per partition (seconds)",
+                         f"kafka_consumergroup_group_lag_seconds{{{SEL}}}",
+                         "{{topic}} [{{partition}}]", "s",
+                         "How long ago the log end was at the committed offset.")),
+            (12, _series("Lag per partition (offsets)",
+                         f"kafka_consumergroup_group_lag{{{SEL}}}",
+                         "{{topic}} [{{partition}}]", "short")),
+        ]),
+        (8, [
+            (12, _series("Lag per topic (seconds)",
+                         f"kafka_consumergroup_group_topic_max_lag_seconds{{{SEL}}}",
+                         "{{topic}}", "s", "The topic's worst partition.")),
+            (12, _series("Lag per topic (offsets)",
+                         f"kafka_consumergroup_group_topic_sum_lag{{{SEL}}}",
+                         "{{topic}}", "short")),
+        ]),
+        (8, [
+            (12, TimeSeries(
+                title="Consumed vs produced (records/s)", dataSource=DATASOURCE, unit="short",
+                description="Commit progress of the group against the growth of the log end "
+                "of the partitions it reads: consumption below production means growing lag.",
+                targets=[
+                    target(f"sum by (topic) (rate(kafka_consumergroup_group_offset{{{SEL}}}"
+                           "[$__rate_interval]))", "consumed {{topic}}", "A"),
+                    target('sum by (topic) (rate(kafka_topic_partition_current_offset'
+                           '{cluster="$cluster"}[$__rate_interval]) and on (cluster, topic, '
+                           f"partition) kafka_consumergroup_group_offset{{{SEL}}})",
+                           "produced {{topic}}", "B"),
+                ],
+                legendDisplayMode="table", legendPlacement="bottom",
+                legendCalcs=["lastNotNull", "mean"])),
+            (6, TimeSeries(
+                title="Members", dataSource=DATASOURCE, unit="none",
+                targets=[target(f"kafka_consumergroup_members{{{SEL}}}", "members")])),
+            (6, Text(title="Owners", content=OWNERS, mode="markdown")),
+        ]),
+    ])
+    return dashboard(
+        UID, "Kafka consumer group",
+        "One consumer group: status per partition over time, lag in offsets and seconds.",
+        [
+            query_variable("cluster", "label_values(kafka_monitor_group_status, cluster)",
+                           label="Cluster", multi=False, include_all=False),
+            query_variable("group",
+                           'label_values(kafka_monitor_group_status{cluster="$cluster"}, group)',
+                           label="Group", multi=False, include_all=False),
+        ],
+        panels,
+        links=[dashboard_link("All groups", "kafka-monitor-groups")],
+    )

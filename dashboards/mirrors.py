@@ -1,0 +1,110 @@
+"""Mirrors (``mirrors[]`` in the configuration, :mod:`monitor.mirror`): replication latency
+and loss from the mirror canary, source-minus-destination log-end lag, records counted per
+window at both ends, and the mirroring group's status and lag.
+
+Metric names are ``kafka_mirror_*`` (monitor/mirror.py) and ``kafka_mirror_canary_*``
+(monitor/canary/metrics.py).
+"""
+
+from __future__ import annotations
+
+from grafanalib.core import Dashboard, Stat, TimeSeries
+
+from dashboards.common import (
+    DATASOURCE,
+    GROUP_STATUS,
+    dashboard,
+    dashboard_link,
+    layout,
+    query_variable,
+    steps,
+    target,
+    value_mappings,
+)
+
+UID = "kafka-monitor-mirrors"
+SEL = 'mirror=~"$mirror"'
+WINDOW = "$__rate_interval"
+
+
+def _series(title: str, queries: list[tuple[str, str]], unit: str,
+            description: str = "") -> TimeSeries:
+    return TimeSeries(
+        title=title, dataSource=DATASOURCE, unit=unit, description=description,
+        targets=[target(expr, legend, chr(ord("A") + i))
+                 for i, (expr, legend) in enumerate(queries)],
+        legendDisplayMode="table", legendPlacement="right", legendCalcs=["lastNotNull", "max"],
+    )
+
+
+def _stat(title: str, expr: str, unit: str, thresholds: list[dict[str, object]],
+          description: str, mappings: list[dict[str, object]] | None = None) -> Stat:
+    return Stat(
+        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="none",
+        colorMode="background", format=unit, description=description,
+        targets=[target(expr, "{{mirror}}")], thresholds=thresholds, mappings=mappings or [],
+    )
+
+
+def build() -> Dashboard:
+    panels = layout([
+        (5, [
+            (6, _stat("Mirroring group", f"kafka_mirror_group_status{{{SEL}}}", "none",
+                      steps((None, "transparent")), "Status of the mirror's consumer group "
+                      "on the source.", value_mappings(GROUP_STATUS))),
+            (6, _stat("Replication latency p99",
+                      f"histogram_quantile(0.99, sum by (mirror, le) (rate("
+                      f"kafka_mirror_canary_end_to_end_latency_seconds_bucket{{{SEL}}}[5m])))",
+                      "s", steps((None, "green"), (10, "orange"), (30, "red")),
+                      "Canary records produced at the source, consumed at the destination.")),
+            (6, _stat("Canary delivered",
+                      f"min by (mirror) (kafka_mirror_canary_consume_availability{{{SEL}}})",
+                      "percentunit", steps((None, "red"), (0.99, "orange"), (0.999, "green")),
+                      "Canary records that reached the destination in time.")),
+            (6, _stat("Records missing at destination",
+                      f"sum by (mirror) (kafka_mirror_window_difference_sum{{{SEL}}})", "short",
+                      steps((None, "green"), (1, "orange")),
+                      "Source minus destination records over every closed window since the "
+                      "monitor started (negative: duplicated).")),
+        ]),
+        (8, [
+            (12, _series("Replication latency", [
+                (f"histogram_quantile({q}, sum by (mirror, le) (rate("
+                 f"kafka_mirror_canary_end_to_end_latency_seconds_bucket{{{SEL}}}[{WINDOW}])))",
+                 f"{{{{mirror}}}} p{round(q * 100, 1):g}") for q in (0.5, 0.99, 0.999)], "s")),
+            (12, _series("Mirroring group lag", [
+                (f"kafka_mirror_group_lag_seconds{{{SEL}}}", "{{mirror}} seconds"),
+            ], "s", "The mirror's consumer group on the source, in seconds.")),
+        ]),
+        (8, [
+            (12, _series("Log-end lag (source - destination)", [
+                (f"kafka_mirror_topic_lag{{{SEL}}}", "{{mirror}} / {{topic}}")], "short")),
+            (12, _series("Records per window", [
+                (f"kafka_mirror_window_source_records{{{SEL}}}", "{{mirror}} / {{topic}} source"),
+                (f"kafka_mirror_window_destination_records{{{SEL}}}",
+                 "{{mirror}} / {{topic}} destination"),
+                (f"kafka_mirror_window_difference{{{SEL}}}",
+                 "{{mirror}} / {{topic}} difference"),
+            ], "short", "Records written at each end in the last closed window; the "
+                "difference is loss (positive) or duplication (negative).")),
+        ]),
+        (8, [
+            (12, _series("Mirror canary availability", [
+                (f"kafka_mirror_canary_consume_availability{{{SEL}}}",
+                 "{{mirror}} consume [{{partition}}]"),
+                (f"kafka_mirror_canary_produce_availability{{{SEL}}}",
+                 "{{mirror}} produce [{{partition}}]"),
+            ], "percentunit")),
+            (12, _series("Log-end lag per partition", [
+                (f"kafka_mirror_lag{{{SEL}}}", "{{mirror}} / {{topic}} [{{partition}}]")],
+                "short")),
+        ]),
+    ])
+    return dashboard(
+        UID, "Kafka mirrors",
+        "MirrorMaker pipelines: replication latency and loss, lag between the ends.",
+        [query_variable("mirror", "label_values(kafka_mirror_group_status, mirror)",
+                        label="Mirror")],
+        panels,
+        links=[dashboard_link("Canary", "kafka-monitor-canary", keep_vars=False)],
+    )

@@ -1,0 +1,40 @@
+{{/* Chart name, truncated to the 63 characters Kubernetes names allow. */}}
+{{- define "kafka-monitor.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-qualified name; the release name alone when it already contains the chart's. */}}
+{{- define "kafka-monitor.fullname" -}}
+{{- if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "kafka-monitor.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kafka-monitor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "kafka-monitor.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "kafka-monitor.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "kafka-monitor.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kafka-monitor.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The service's configuration: values.config with http pinned to the container port. */}}
+{{- define "kafka-monitor.config" -}}
+{{- $config := deepCopy .Values.config }}
+{{- $_ := set $config "http" (dict "host" "0.0.0.0" "port" (int .Values.service.port)) }}
+{{- toYaml $config }}
+{{- end }}

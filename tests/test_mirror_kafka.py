@@ -1,0 +1,240 @@
+"""Mirror checks on two real Kafka 0.9 clusters mirrored by Kafka's own MirrorMaker
+(``kafka.tools.MirrorMaker``), watched by the real service: replication latency measured by
+the canary; MirrorMaker stopped -> loss and lag; records skipped on the way (offsets moved past
+them) -> loss counted; MirrorMaker killed before committing -> duplicates counted.
+
+The Kafka tests run in file order and share one pipeline (each step leaves it mirroring). The
+first test drives the window counts through a real store with chosen observation times (no
+Kafka), to place a burst exactly where the first window would otherwise cut it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import requests
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from monitor.config import parse_config
+from monitor.localkafka import LocalKafka
+from monitor.localkafka.mirrormaker import MirrorMaker
+from monitor.localkafka.workload import end_offsets, librdkafka_logger
+from monitor.mirror import MirrorCollector, mirror_view
+from monitor.observations import BrokerOffsets
+from monitor.store import Store
+from tests.harness.kafka_fixtures import make_unique_name
+from tests.harness.polling import wait_for
+from tests.harness.service_thread import ServiceThread
+
+MIRROR = "dr"
+
+
+def test_window_sum_starts_at_zero_when_the_first_window_would_cut_a_burst() -> None:
+    """A healthy mirror (1 s latency, count_delay 4 s) copies a burst of 50 records written
+    just after the first window boundary: counted at the source's first window but reaching
+    the destination before the destination's (delayed) window opens. Anchored at the first
+    quiet boundary instead, the sum is 0 until a real loss, then exactly that loss."""
+    config = parse_config({
+        "clusters": [{"name": "src", "bootstrap_servers": ["127.0.0.1:1"]},
+                     {"name": "dst", "bootstrap_servers": ["127.0.0.1:2"]}],
+        "mirrors": [{"name": MIRROR, "source": "src", "destination": "dst",
+                     "topics": ["orders"], "canary": False,
+                     "count_window": "10s", "count_delay": "4s"}],
+    })
+    store = Store()
+    collector = MirrorCollector(config.mirrors[0], 1.0, store)
+
+    def source_end(t: int) -> int:  # 50 records at 1001, 30 more at 1031 (never mirrored)
+        return 100 + 50 * (t >= 1001) + 30 * (t >= 1031)
+
+    def destination_end(t: int) -> int:  # another log start (offset 7), the burst 1 s later
+        return 7 + 100 + 50 * (t >= 1002)
+
+    sums = {}
+    for t in range(995, 1080):
+        for cluster, end in (("src", source_end(t)), ("dst", destination_end(t))):
+            store.put_broker_offsets(BrokerOffsets(cluster, float(t), ["orders", "orders"],
+                                                   [0, 1], [0, 0], [end - 40, 40]))
+        collector.collect()
+        sums[t] = collector.snapshot()["topics"][0]["window_difference_sum"]
+    windows = collector.snapshot()["windows"]
+    assert windows and windows[0]["start"] == 1010.0  # 1000 would have cut the burst
+    # The window [1030, 1040) holding the loss closes once the destination is seen at 1044.
+    assert all(total == 0 for t, total in sums.items() if t < 1044), sums
+    assert sums[1079] == 30
+    assert [w["difference"] for w in windows if w["difference"]] == [30]
+
+
+@dataclass
+class Pipeline:
+    source: LocalKafka
+    destination: LocalKafka
+    mm: MirrorMaker
+    monitor: ServiceThread
+    data: str
+    canary: str
+
+    def view(self) -> dict[str, Any]:
+        collector = next(c for c in self.monitor.service.collectors
+                         if c.kind == "mirror" and c.cluster == MIRROR)
+        return mirror_view(collector, self.monitor.service.evaluator)  # type: ignore[arg-type]
+
+    def produce(self, count: int) -> None:
+        producer = Producer({**self.source.client_config(), "logger": librdkafka_logger})
+        for i in range(count):
+            producer.produce(self.data, value=b"x" * 40, partition=i % 2)
+        assert producer.flush(15) == 0
+
+    def topic_row(self) -> dict[str, Any]:
+        return self.view()["topics"][0]
+
+    def canary_counts(self) -> dict[str, int]:
+        snap = self.view()["canary"]
+        return dict(snap["counts"]) if snap else {}
+
+
+def total_end(kafka: LocalKafka, topic: str) -> int:
+    ends = end_offsets({**kafka.client_config(), "logger": librdkafka_logger}, topic)
+    return sum(ends.values())
+
+
+@pytest.fixture(scope="module")
+def pipeline(kafka: LocalKafka) -> Iterator[Pipeline]:
+    prefix = make_unique_name("mirror")
+    data, canary = f"{prefix}-data", f"{prefix}-canary"
+    kafka.create_topic(data, partitions=2)
+    kafka.create_topic(canary, replica_assignment=[[0], [0]])
+    with LocalKafka(1) as destination:
+        destination.create_topic(data, partitions=2)
+        destination.create_topic(canary, partitions=2)
+        # Commits only when stopped gracefully: a SIGKILL then re-mirrors since the last stop.
+        mm = MirrorMaker(kafka, destination, f"{prefix}.*", f"{prefix}-mm",
+                         commit_interval_ms=600_000)
+        try:
+            mm.start()
+            p = Pipeline(kafka, destination, mm, None, data, canary)  # type: ignore[arg-type]
+            p.produce(2)
+            wait_for(lambda: total_end(destination, data), 90, "MirrorMaker to mirror",
+                     ok=lambda n: n == 2, retry_on=(Exception,))
+            config = parse_config({
+                "clusters": [
+                    {"name": name, "bootstrap_servers": k.bootstrap_servers.split(","),
+                     "broker_version_fallback": "0.9.0.1",
+                     "groups": {"allow": [f"^{prefix}"]}, "topics": {"allow": [f"^{prefix}"]}}
+                    for name, k in (("src", kafka), ("dst", destination))
+                ],
+                "collectors": {"metadata_interval": "2s", "broker_offsets_interval": "1s",
+                               "group_offsets_interval": "1s"},
+                "evaluator": {"interval": "1s"},
+                "canary": {"interval": "500ms", "loss_sla": "6s", "window": "30s",
+                           "commit_interval": "1s", "instance_id": f"{prefix}-inst"},
+                "mirrors": [{"name": MIRROR, "source": "src", "destination": "dst",
+                             "topics": [data], "group": f"{prefix}-mm", "canary_topic": canary,
+                             "count_window": "3s", "count_delay": "2s"}],
+                "http": {"host": "127.0.0.1", "port": 0},
+            })
+            with ServiceThread(config) as monitor:
+                p.monitor = monitor
+                # Window counts start at an anchor where nothing is in flight (the topic is
+                # quiet now): let it be placed before the tests stop the mirror.
+                wait_for(lambda: p.view()["windows"], 60, "the first window counted")
+                yield p
+        finally:
+            mm.close()
+
+
+@pytest.mark.kafka
+def test_replication_latency_is_measured(pipeline: Pipeline) -> None:
+    p = pipeline
+    snap = wait_for(lambda: p.view()["canary"], 90, "canary records across the mirror",
+                    ok=lambda s: s["counts"]["received"] >= 10)
+    latency = snap["end_to_end_latency_seconds"]
+    assert 0 < latency["p50"] <= latency["p99"] < 6.0
+    assert snap["counts"]["lost"] == snap["counts"]["duplicated"] == 0
+    assert snap["consume_availability"] == 1.0
+    p.produce(20)
+    wait_for(p.topic_row, 30, "no mirror lag", ok=lambda r: r["source_log_end_sum"] == 22
+             and r["lag"] == 0)
+    group = wait_for(lambda: p.view()["group"], 60, "the mirroring group evaluated",
+                     ok=lambda g: g["status"] != "NOTFOUND")
+    assert group["status"] == "OK"
+    base = f"http://127.0.0.1:{p.monitor.service.http_port}"
+    body = requests.get(f"{base}/v3/mirror/{MIRROR}", timeout=5).json()
+    assert body["mirror"]["canary"]["counts"]["received"] >= 10
+    assert requests.get(f"{base}/v3/mirror/nope", timeout=5).status_code == 404
+    metrics = requests.get(f"{base}/metrics", timeout=5).text
+    assert f'kafka_mirror_topic_lag{{mirror="{MIRROR}",topic="{p.data}"}} 0.0' in metrics
+    assert 'kafka_mirror_canary_end_to_end_latency_seconds_bucket' in metrics
+
+
+@pytest.mark.kafka
+def test_stopped_mirror_reports_loss_and_lag(pipeline: Pipeline) -> None:
+    p = pipeline
+    lost_before = p.canary_counts()["lost"]
+    p.mm.stop()
+    p.produce(30)
+    wait_for(p.topic_row, 30, "mirror lag of the 30 records", ok=lambda r: r["lag"] == 30)
+    wait_for(p.canary_counts, 30, "canary records lost",
+             ok=lambda c: c["lost"] > lost_before)
+    wait_for(lambda: p.view()["windows"], 30, "a window showing the missing records",
+             ok=lambda ws: any(w["difference"] > 0 for w in ws))
+    p.mm.start()
+    wait_for(p.topic_row, 90, "lag back to 0", ok=lambda r: r["lag"] == 0)
+    wait_for(p.canary_counts, 60, "the lost records arriving late", ok=lambda c: c["late"] > 0)
+
+
+@pytest.mark.kafka
+def test_records_skipped_on_the_way_are_counted_lost(pipeline: Pipeline) -> None:
+    p = pipeline
+    # Everything so far reached the destination (the stopped mirror's backlog included): once
+    # every window up to now has closed, the running sum (anchored at 0) is back at 0.
+    caught_up = time.time()
+    wait_for(lambda: p.view()["windows"], 30, "windows closed past now",
+             ok=lambda ws: bool(ws) and ws[-1]["end"] >= caught_up)
+    net_before = p.topic_row()["window_difference_sum"]
+    assert net_before == 0
+    lost_before = p.canary_counts()["lost"]
+    p.mm.stop()
+    p.produce(40)
+    # The operator moves the mirror's offsets to the end: those records never get mirrored.
+    admin = AdminClient({**p.source.client_config(), "logger": librdkafka_logger})
+    config = {**p.source.client_config(), "logger": librdkafka_logger}
+    parts = [TopicPartition(t, part, end) for t in (p.data, p.canary)
+             for part, end in sorted(end_offsets(config, t).items())]
+
+    def skip() -> bool:
+        futures = admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(p.mm.group, parts)])
+        futures[p.mm.group].result(10)
+        return True
+
+    wait_for(skip, 60, "the mirror group's offsets moved", retry_on=(Exception,), interval=1)
+    p.mm.start()
+    wait_for(p.topic_row, 60, "windows to count the 40 skipped records",
+             ok=lambda r: r["window_difference_sum"] - net_before == 40 and r["lag"] == 40)
+    wait_for(p.canary_counts, 90, "skipped canary records lost",
+             ok=lambda c: c["lost"] > lost_before)
+
+
+@pytest.mark.kafka
+def test_records_duplicated_on_the_way_are_counted(pipeline: Pipeline) -> None:
+    p = pipeline
+    dup_before = p.canary_counts()["duplicated"]
+    dst_before = total_end(p.destination, p.data)
+    p.produce(20)
+    wait_for(lambda: total_end(p.destination, p.data), 60, "the 20 records mirrored",
+             ok=lambda n: n == dst_before + 20)
+    windows_before = len(p.view()["windows"])
+    p.mm.kill()  # no commit since it started: a restart mirrors the same records again
+    p.mm.start()
+    wait_for(p.canary_counts, 90, "duplicated canary records",
+             ok=lambda c: c["duplicated"] > dup_before)
+    # Offset lag only shrinks (looks like catching up); a window shows the duplicates.
+    row = wait_for(p.topic_row, 60, "destination past the source", ok=lambda r: r["lag"] < 40)
+    assert row["lag"] >= 0
+    wait_for(lambda: p.view()["windows"][windows_before:], 60, "a window with duplicates",
+             ok=lambda ws: any(w["difference"] < 0 for w in ws))

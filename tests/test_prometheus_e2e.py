@@ -1,0 +1,301 @@
+"""End to end with a real Prometheus: `kafka-monitor run` watches the real Kafka 0.9 broker
+(JMX on, both offset sources, the canary on, and a mirror of a topic onto the same broker)
+while a producer, a healthy consumer and a consumer that stops for good run; a real
+Prometheus server scrapes the monitor every second and evaluates alerts/ every second.
+
+* every metric a dashboard panel or an alert rule queries is in the monitor's real /metrics
+  output (names are never invented);
+* every dashboard query runs on Prometheus (valid PromQL on real data);
+* the STOP alert reaches the firing state in Prometheus' alerts API for the stopped group, and
+  not for the healthy one.
+
+The rules are loaded from a test-specific copy of alerts/*.rules.yml in which every ``for`` is
+5s instead of minutes (the only change), so the test takes about a minute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+import dashboards
+from monitor.localkafka import LocalKafka
+from monitor.localkafka.workload import (
+    HealthyConsumer,
+    ProducerLoad,
+    StoppedConsumer,
+    librdkafka_logger,
+)
+from tests.harness.kafka_fixtures import make_unique_name
+from tests.promql import metric_names
+from tests.test_service import free_port, wait_for
+from tests.tools import ROOT, require
+
+pytestmark = pytest.mark.kafka
+
+RULE_FILES = sorted((ROOT / "alerts").glob("*.rules.yml"))
+SHORT_FOR = "5s"
+# Series Prometheus itself makes for every target.
+PROMETHEUS_SERIES = {"up"}
+
+
+@dataclass
+class Stack:
+    monitor: str  # base URL
+    prometheus: str  # base URL
+    healthy: str
+    stopped: str
+    dead: StoppedConsumer
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def exported_names(monitor: str) -> set[str]:
+    """Sample names in the monitor's /metrics (``_total`` included, as PromQL sees them)."""
+    with urllib.request.urlopen(f"{monitor}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def shortened_rules(directory: Path) -> list[Path]:
+    """Copies of the rule files with every ``for`` set to SHORT_FOR, nothing else changed."""
+    paths = []
+    for source in RULE_FILES:
+        data = yaml.safe_load(source.read_text())
+        for group in data["groups"]:
+            for rule in group["rules"]:
+                if "for" in rule:
+                    rule["for"] = SHORT_FOR
+        path = directory / source.name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        paths.append(path)
+    return paths
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> int | None:
+    """SIGTERM, then SIGKILL by PID if it does not exit."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def stack(kafka: LocalKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    prometheus_bin = require("prometheus")
+    tmp = tmp_path_factory.mktemp("prometheus-e2e")
+    prefix = make_unique_name("prom")
+    topic = f"{prefix}-orders"
+    kafka.create_topic(topic, partitions=2)
+    healthy, stopped = f"{prefix}-healthy", f"{prefix}-stopped"
+
+    monitor_port, prometheus_port = free_port(), free_port()
+    broker = kafka.brokers[0]
+    config = {
+        "clusters": [{
+            "name": "local",
+            "bootstrap_servers": kafka.bootstrap_servers.split(","),
+            "broker_version_fallback": "0.9.0.1",
+            "offsets_source": "both",
+            "groups": {"allow": [f"^{prefix}"]},
+            "jmx": [{"broker_id": broker.id, "host": "127.0.0.1", "port": broker.jmx_port}],
+        }, {
+            # The same broker again, as a mirror's destination (a mirror of a topic onto
+            # itself: the mirror families and the mirror canary are exported for real).
+            "name": "mirror-dst",
+            "bootstrap_servers": kafka.bootstrap_servers.split(","),
+            "broker_version_fallback": "0.9.0.1",
+            "groups": {"allow": ["^$"]},
+        }],
+        "canary": {"enabled": True, "interval": "200ms"},
+        "mirrors": [{"name": "loop", "source": "local", "destination": "mirror-dst",
+                     "topics": [topic], "group": healthy, "count_window": "5s",
+                     "count_delay": "1s"}],
+        "collectors": {"metadata_interval": "2s", "broker_offsets_interval": "1s",
+                       "group_offsets_interval": "1s", "jmx_interval": "2s"},
+        "evaluator": {"interval": "1s"},
+        "http": {"host": "127.0.0.1", "port": monitor_port},
+    }
+    (tmp / "monitor.yaml").write_text(yaml.safe_dump(config))
+    prometheus_config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(p) for p in shortened_rules(tmp)],
+        "scrape_configs": [{
+            "job_name": "kafka-monitor",
+            "static_configs": [{"targets": [f"127.0.0.1:{monitor_port}"]}],
+        }],
+    }
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
+
+    monitor_log = (tmp / "monitor.log").open("wb")
+    prometheus_log = (tmp / "prometheus.log").open("wb")
+    monitor_url = f"http://127.0.0.1:{monitor_port}"
+    prometheus_url = f"http://127.0.0.1:{prometheus_port}"
+    cfg: dict[str, Any] = {**kafka.client_config(), "logger": librdkafka_logger}
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(monitor_log.close)
+        cleanup.callback(prometheus_log.close)
+        monitor = subprocess.Popen(
+            [sys.executable, "-m", "monitor", "run", "--config", str(tmp / "monitor.yaml")],
+            stdout=monitor_log, stderr=subprocess.STDOUT,
+        )
+        cleanup.callback(stop, monitor, 30)
+        prometheus = subprocess.Popen(
+            [prometheus_bin, f"--config.file={tmp / 'prometheus.yml'}",
+             f"--web.listen-address=127.0.0.1:{prometheus_port}",
+             f"--storage.tsdb.path={tmp / 'tsdb'}", "--log.level=warn"],
+            stdout=prometheus_log, stderr=subprocess.STDOUT,
+        )
+        cleanup.callback(stop, prometheus)
+        cleanup.enter_context(ProducerLoad(cfg, topic, rate=20))
+        cleanup.enter_context(HealthyConsumer(cfg, topic, healthy))
+        dead = cleanup.enter_context(StoppedConsumer(cfg, topic, stopped, stop_after_s=8))
+        try:
+            wait_for(lambda: urllib.request.urlopen(f"{prometheus_url}/-/ready", timeout=2)
+                     .status == 200, 30, "Prometheus ready")
+            wait_for(lambda: urllib.request.urlopen(f"{monitor_url}/ready", timeout=2)
+                     .status == 200, 90, "the monitor ready")
+            yield Stack(monitor_url, prometheus_url, healthy, stopped, dead)
+        except BaseException:
+            print((tmp / "monitor.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+            print((tmp / "prometheus.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+            raise
+
+
+def dashboard_queries() -> list[tuple[str, str, str]]:
+    """(dashboard uid, panel title, expr) of every dashboard query and variable."""
+    return [
+        (board["uid"], title, expr)
+        for board in (json.loads(text) for text in dashboards.generate().values())
+        for title, expr in dashboards.queries(board)
+    ]
+
+
+def rule_exprs() -> tuple[list[str], set[str]]:
+    """Every rule expression, and the names recording rules define."""
+    rules = [r for p in RULE_FILES for g in yaml.safe_load(p.read_text())["groups"]
+             for r in g["rules"]]
+    return [r["expr"] for r in rules], {r["record"] for r in rules if "record" in r}
+
+
+def test_every_queried_metric_is_exported(stack: Stack) -> None:
+    """Dashboards and alert rules query only names in the monitor's real /metrics (JMX and
+    both offset sources on, so every family the code can export for Kafka 0.9 is there)."""
+    exprs, recorded = rule_exprs()
+    used: dict[str, set[str]] = {}
+    for uid, title, expr in dashboard_queries():
+        for name in metric_names(expr):
+            used.setdefault(name, set()).add(f"dashboard {uid}: {title}")
+    for expr in exprs:
+        for name in metric_names(expr) - recorded:
+            used.setdefault(name, set()).add("alerts/")
+    wanted = set(used) - PROMETHEUS_SERIES
+    assert len(wanted) > 40  # the lexer found the queries' names
+
+    def missing() -> set[str]:
+        return wanted - exported_names(stack.monitor)
+
+    with contextlib.suppress(TimeoutError, AssertionError):
+        wait_for(lambda: not missing(), 60, "every queried family in /metrics")
+    gone = missing()
+    assert not gone, {name: sorted(used[name]) for name in gone}
+
+
+def query(stack: Stack, expr: str) -> dict[str, Any]:
+    url = f"{stack.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        return get_json(url)  # type: ignore[no-any-return]
+    except urllib.error.HTTPError as err:  # 400 on a bad query: keep Prometheus' reason
+        return json.loads(err.read())  # type: ignore[no-any-return]
+
+
+def grafana_to_promql(expr: str, stack: Stack) -> str:
+    """Grafana's variables as a user would pick them; label_values(sel, label) -> sel."""
+    expr = dashboards_label_values(expr)
+    for var, value in (("$__rate_interval", "10s"), ("$cluster", "local"),
+                       ("$group", stack.healthy), ("$job", "kafka-monitor"),
+                       ("$mirror", "loop")):
+        expr = expr.replace(var, value)
+    return expr
+
+
+def dashboards_label_values(expr: str) -> str:
+    if expr.startswith("label_values("):
+        return expr[len("label_values("):].rsplit(",", 1)[0]
+    return expr
+
+
+def test_every_dashboard_query_runs_on_prometheus(stack: Stack) -> None:
+    """Each query is valid PromQL on a real Prometheus, and (once every family has been
+    scraped for a while) returns data: a panel that would stay empty is a broken panel."""
+    wait_for(lambda: query(stack, "kafka_broker_request_handler_avg_idle_ratio")["data"]
+             ["result"], 60, "JMX figures in Prometheus")
+    wait_for(lambda: query(stack, f'kafka_monitor_group_status{{group="{stack.healthy}"}}')
+             ["data"]["result"], 60, "the healthy group in Prometheus")
+    failures, empty = [], []
+    for uid, title, expr in dashboard_queries():
+        answer = query(stack, grafana_to_promql(expr, stack))
+        if answer["status"] != "success":
+            failures.append((uid, title, expr, answer.get("error")))
+        elif not answer["data"]["result"]:
+            empty.append((uid, title, expr))
+    assert not failures
+    # rate() and increase() need two samples in the window: give those the time to get them.
+    deadline = time.monotonic() + 30
+    while empty and time.monotonic() < deadline:
+        time.sleep(1)
+        empty = [(uid, title, expr) for uid, title, expr in empty
+                 if not query(stack, grafana_to_promql(expr, stack))["data"]["result"]]
+    assert not empty, "\n".join(map(str, empty))
+
+
+def test_rules_load_and_evaluate_without_errors(stack: Stack) -> None:
+    groups = get_json(f"{stack.prometheus}/api/v1/rules")["data"]["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    exprs, _ = rule_exprs()
+    assert len(rules) == len(exprs)
+    wait_for(lambda: all(r.get("health") == "ok" for g in get_json(
+        f"{stack.prometheus}/api/v1/rules")["data"]["groups"] for r in g["rules"]),
+        30, "every rule evaluated")
+
+
+def test_stop_alert_fires_for_the_stopped_group(stack: Stack) -> None:
+    assert stack.dead.closed.wait(60), "the stopped consumer never stopped"
+
+    def stop_alerts() -> dict[str, str]:
+        alerts = get_json(f"{stack.prometheus}/api/v1/alerts")["data"]["alerts"]
+        return {a["labels"]["group"]: a["state"] for a in alerts
+                if a["labels"]["alertname"] == "KafkaConsumerGroupStopped"}
+
+    wait_for(lambda: stop_alerts().get(stack.stopped) == "firing", 100,
+             "KafkaConsumerGroupStopped firing in Prometheus")
+    alerts = get_json(f"{stack.prometheus}/api/v1/alerts")["data"]["alerts"]
+    (fired,) = [a for a in alerts if a["labels"]["alertname"] == "KafkaConsumerGroupStopped"
+                and a["labels"]["group"] == stack.stopped]
+    assert fired["labels"]["severity"] == "critical"
+    assert fired["labels"]["cluster"] == "local"
+    assert fired["annotations"]["summary"] == (
+        f"Consumer group {stack.stopped} on local is STOP")
+    assert stack.healthy not in stop_alerts()
