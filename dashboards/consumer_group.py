@@ -1,15 +1,14 @@
 """One consumer group in detail: its status and Kafka state, members, status over time per
-topic and per partition, lag per partition in offsets and seconds, and consume vs produce
-rates.
+topic and per partition, lag per partition in offsets and seconds, consume vs produce rates,
+and who owns each partition now.
 
-Per-partition panels need ``exporter.partition_series: true`` (the default); the per-topic
-panels work in both forms. Owners per partition (member, host, client id) are not metrics:
-the text panel links to the HTTP API, which lists them.
+Per-partition panels (the owners table too) need ``exporter.partition_series: true`` (the
+default); the per-topic panels work in both forms.
 """
 
 from __future__ import annotations
 
-from grafanalib.core import Dashboard, Stat, StateTimeline, Text, TimeSeries
+from grafanalib.core import Dashboard, Stat, StateTimeline, Table, TimeSeries
 
 from dashboards.common import (
     DATASOURCE,
@@ -60,16 +59,32 @@ def _series(title: str, expr: str, legend: str, unit: str, description: str = ""
     )
 
 
-OWNERS = """\
-Owners per partition (member id, host, client id) are in the monitor's HTTP API,
-Burrow's format:
-
-* [`/v3/kafka/$cluster/consumer/$group/lag`](/v3/kafka/$cluster/consumer/$group/lag):
-  every partition with its status, lag, lag in seconds and owner
-* `/v3/kafka/$cluster/consumer/$group/status`: only the partitions that are not OK
-
-(relative links work when Grafana and the monitor share a reverse proxy; otherwise use the
-monitor's address)."""
+def _owners_table() -> Table:
+    """The group's partitions and their owners now, one row per partition, from
+    ``kafka_monitor_partition_owner_info`` (empty while the group has no live members)."""
+    return Table(
+        title="Owners", dataSource=DATASOURCE, filterable=True,
+        description="Who owns each partition now: the member's host, client id and member id "
+        "(Kafka's consumer id). Empty while the group has no members. Needs "
+        "exporter.partition_series; the HTTP API lists the same owners "
+        "(/v3/kafka/<cluster>/consumer/<group>/lag).",
+        targets=[target(f"kafka_monitor_partition_owner_info{{{SEL}}}", table=True)],
+        transformations=[
+            {"id": "organize", "options": {
+                "excludeByName": {"Time": True, "Value": True, "__name__": True,
+                                  "cluster": True, "group": True, "instance": True,
+                                  "job": True, "pod": True, "namespace": True,
+                                  "service": True, "endpoint": True},
+                "indexByName": {"topic": 0, "partition": 1, "member_host": 2, "client_id": 3,
+                                "consumer_id": 4},
+                "renameByName": {"topic": "Topic", "partition": "Partition",
+                                 "member_host": "Member host", "client_id": "Client id",
+                                 "consumer_id": "Member id"},
+            }},
+        ],
+        sortBy=[],
+        extraJson={"options": {"sortBy": [{"displayName": "Topic", "desc": False}]}},
+    )
 
 
 def build() -> Dashboard:
@@ -136,10 +151,12 @@ def build() -> Dashboard:
                 ],
                 legendDisplayMode="table", legendPlacement="bottom",
                 legendCalcs=["lastNotNull", "mean"])),
-            (6, TimeSeries(
+            (12, TimeSeries(
                 title="Members", dataSource=DATASOURCE, unit="none",
                 targets=[target(f"kafka_consumergroup_members{{{SEL}}}", "members")])),
-            (6, Text(title="Owners", content=OWNERS, mode="markdown")),
+        ]),
+        (10, [
+            (24, _owners_table()),
         ]),
     ])
     return dashboard(

@@ -18,6 +18,13 @@ Group-partition series, labels ``cluster, group, topic, partition`` (only with
 * ``kafka_consumergroup_group_lag_seconds`` gauge: how long ago the log end was at the
   committed offset (finite, >= 0, never NaN; 0 when caught up)
 * ``kafka_monitor_partition_status`` gauge: the partition's status code (below)
+* ``kafka_monitor_partition_owner_info`` gauge, value 1, labels ``cluster, group, topic,
+  partition`` plus the owner's ``member_host``, ``consumer_id`` (Kafka's member id) and
+  ``client_id`` (kafka-lag-exporter's names for them): one series per partition assigned to a
+  member of a group that has live members (members listed, state not Empty or Dead), one owner
+  per partition as the HTTP API reports it; none for a group without members. It changes
+  labels at each rebalance (a new member id), so it is an info series to join on or to list,
+  not one to graph
 
 Group-topic series, labels ``cluster, group, topic`` (always; the per-topic form that bounds
 cardinality to groups x topics):
@@ -105,6 +112,7 @@ from monitor.collectors.offsets_topic import OffsetsTopicCollector
 from monitor.config import ExporterConfig
 from monitor.evaluation import ClusterEvaluation, Evaluator
 from monitor.evaluator import Status
+from monitor.observations import GroupMembership
 from monitor.store import PartitionOffsets, Store
 
 STATUS_WORDS = [s.name for s in sorted(Status, key=int)]
@@ -119,6 +127,10 @@ _PARTITION_FAMILIES = [
      "Seconds since the log end was at the committed offset (0 caught up; never NaN)."),
     ("kafka_monitor_partition_status",
      "Partition status: 0 NOTFOUND, 1 OK, 2 WARN, 3 REWIND, 4 STALL, 5 STOP."),
+]
+_OWNER_FAMILIES = [
+    ("kafka_monitor_partition_owner_info",
+     "The member that owns the partition, in its labels (value 1; groups with live members)."),
 ]
 _GROUP_TOPIC_FAMILIES = [
     ("kafka_consumergroup_group_topic_sum_lag", "Lag in offsets summed over the topic."),
@@ -154,8 +166,8 @@ _TOPIC_FAMILIES = [
 def rendered_family_names(partition_series: bool) -> list[tuple[str, str]]:
     """The text-rendered families (name, help) for the chosen form, in exposition order."""
     if partition_series:
-        return [*_PARTITION_FAMILIES, *_GROUP_TOPIC_FAMILIES, *_GROUP_FAMILIES,
-                *_TOPIC_PARTITION_FAMILIES]
+        return [*_PARTITION_FAMILIES, *_OWNER_FAMILIES, *_GROUP_TOPIC_FAMILIES,
+                *_GROUP_FAMILIES, *_TOPIC_PARTITION_FAMILIES]
     return [*_GROUP_TOPIC_FAMILIES, *_GROUP_FAMILIES, *_TOPIC_FAMILIES]
 
 
@@ -216,11 +228,17 @@ def render_cluster(
     codes = status_g.tolist() + [_OK] * len(extra)
     members: list[int] = []
     kafka_states: list[str] = []
+    owner_lines: list[str] = []
+    (f_owner, _), = _OWNER_FAMILIES
     for n in all_names:
         st = ev.states.get(n)
         m = st.membership if st is not None else None
         members.append(len(m.members) if m is not None else 0)
         kafka_states.append(_esc(m.state) if m is not None else "Unknown")
+        if partition_series and m is not None and st is not None and st.has_members:
+            owner_lines.extend(_owner_lines(f_owner, cluster, _esc(n), m))
+    if owner_lines:
+        out[f_owner] = "".join(owner_lines)
 
     if names:
         assert d is not None and parts is not None and lag is not None
@@ -272,6 +290,22 @@ def render_cluster(
                            for lab, s in zip(glabels, kafka_states, strict=True)])
     out.update(_render_topics(cluster, offsets, partition_series))
     return {k: v for k, v in out.items() if v}
+
+
+def _owner_lines(name: str, cluster: str, group: str, m: GroupMembership) -> list[str]:
+    """A group's owner info lines, one per owned partition (the owner as
+    :meth:`GroupMembership.owners` picks it), by topic and partition, labels in
+    prometheus_client's sorted order (``client_id`` before ``cluster``). ``cluster`` and
+    ``group`` come escaped."""
+    owned: dict[tuple[str, int], str] = {}
+    for member in m.members:
+        who = (f'client_id="{_esc(member.client_id)}",{cluster},'
+               f'consumer_id="{_esc(member.member_id)}",group="{group}",'
+               f'member_host="{_esc(member.host)}"')
+        for tp in member.assignment:
+            owned[tp] = who
+    return [f'{name}{{{owned[(t, p)]},partition="{p}",topic="{_esc(t)}"}} 1\n'
+            for t, p in sorted(owned)]
 
 
 def _render_topics(

@@ -87,3 +87,20 @@ def test_dashboard_is_well_formed(name: str) -> None:
     for var in variables:
         if var != "datasource":
             assert f"${var}" in used, f"variable {var} is never used"
+
+
+def test_group_dashboard_lists_partition_owners() -> None:
+    """Issue 8: the one-group dashboard shows who owns each partition, from the owner info
+    series of the selected group, as a table of topic, partition, host, client id, member id."""
+    board = generated()["kafka-monitor-group.json"]
+    (owners,) = [p for p in board["panels"] if p["title"] == "Owners"]
+    assert owners["type"] == "table"
+    (t,) = owners["targets"]
+    assert t["expr"] == 'kafka_monitor_partition_owner_info{cluster="$cluster",group="$group"}'
+    assert t["format"] == "table" and t["instant"]
+    (organize,) = [x["options"] for x in owners["transformations"] if x["id"] == "organize"]
+    columns = sorted(organize["indexByName"], key=organize["indexByName"].get)
+    assert [organize["renameByName"][c] for c in columns] == [
+        "Topic", "Partition", "Member host", "Client id", "Member id"]
+    assert {"Value", "cluster", "group", "__name__", "Time"} <= {
+        k for k, v in organize["excludeByName"].items() if v}

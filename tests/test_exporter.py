@@ -84,12 +84,19 @@ class World:
         for tp, p in rows:
             self.committed[(group, tp, p)] = offset
 
-    def members(self, t: float, group: str, n: int) -> None:
+    def members(self, t: float, group: str, n: int, state: str | None = None) -> None:
+        """``n`` members sharing TOPICS' partitions round-robin (member ``i`` owns every
+        ``n``-th); the ODD group's members have ids and client ids that need escaping."""
+        tps = [(tp, p) for tp, k in TOPICS.items() for p in range(k)]
         self.store.put_group(GroupMembership(
             cluster=C, group=group, source="offsets_topic", observed_at=t,
-            state="Stable" if n else "Empty", protocol_type="consumer", protocol="range",
-            generation=1,
-            members=tuple(GroupMember(f"m{i}", f"client-{i}", "/10.0.0.1") for i in range(n)),
+            state=state or ("Stable" if n else "Empty"), protocol_type="consumer",
+            protocol="range", generation=1,
+            members=tuple(GroupMember(
+                f"m{i}" + (ODD if group == ODD else ""),
+                f"client-{i}" + (ODD if group == ODD else ""),
+                f"/10.0.0.{i + 1}", assignment=tuple(tps[i::n]))
+                for i in range(n)),
         ))
 
     def run(self, start: float, until: float, reader_up: bool = True) -> None:
@@ -278,6 +285,67 @@ def test_per_topic_aggregation_replaces_partition_series(world: World) -> None:
     assert topic["kafka_monitor_group_status"] == full["kafka_monitor_group_status"]
 
 
+OWNER = "kafka_monitor_partition_owner_info"
+
+
+def owners_in(samples: dict[str, Series], group: str) -> dict[tuple[str, int], dict[str, str]]:
+    """The group's owner info series: (topic, partition) -> the owner's labels."""
+    out: dict[tuple[str, int], dict[str, str]] = {}
+    for key, v in samples.get(OWNER, {}).items():
+        lab = dict(key)
+        if lab["group"] == group:
+            assert v == 1 and lab["cluster"] == C
+            assert (lab["topic"], int(lab["partition"])) not in out, "two owners"
+            out[(lab["topic"], int(lab["partition"]))] = {
+                k: lab[k] for k in ("member_host", "consumer_id", "client_id")}
+            assert set(lab) == {"cluster", "group", "topic", "partition", "member_host",
+                                "consumer_id", "client_id"}
+    return out
+
+
+def test_partition_owners_of_groups_with_members(world: World) -> None:
+    m = scrape(Exposition(world))
+    assert owners_in(m, "ok") == {
+        (t, p): {"member_host": "/10.0.0.1", "consumer_id": "m0", "client_id": "client-0"}
+        for t, p in (("orders", 0), ("orders", 1), ("payments", 0))}
+    # Two members share the partitions; a group with members and no commits has owners too.
+    m1 = {"member_host": "/10.0.0.1", "consumer_id": "m0", "client_id": "client-0"}
+    m2 = {"member_host": "/10.0.0.2", "consumer_id": "m1", "client_id": "client-1"}
+    assert owners_in(m, "members-only") == {
+        ("orders", 0): m1, ("orders", 1): m2, ("payments", 0): m1}
+    # Escaping: group, member id and client id with a quote, a backslash and a newline.
+    assert owners_in(m, ODD)[("orders", 0)] == {
+        "member_host": "/10.0.0.1", "consumer_id": "m0" + ODD, "client_id": "client-0" + ODD}
+    # The API names the same owners.
+    ok = world.evaluator.result(C).group("ok")  # type: ignore[union-attr]
+    assert ok is not None
+    assert {(p.topic, p.partition): (p.owner, p.client_id) for p in ok.partitions} == {
+        tp: (o["member_host"], o["client_id"]) for tp, o in owners_in(m, "ok").items()}
+
+
+def test_partition_owners_absent_without_live_members(world: World) -> None:
+    # "stop" never had members; "emptied" lists a member but Kafka says Empty.
+    world.commit(T0 + 10, "emptied", 7)
+    world.members(T0 + 10, "emptied", 1, state="Empty")
+    world.evaluator.run_once(T0 + 10.6)
+    m = scrape(Exposition(world))
+    assert groups_in(m, OWNER) == {"ok", "warn", "members-only", ODD}
+    assert value(m, "kafka_consumergroup_members", cluster=C, group="emptied") == 1
+    assert owners_in(m, "stop") == {} and owners_in(m, "emptied") == {}
+    # Members leave: the group's owner series go with the next round.
+    world.members(T0 + 11, "ok", 0)
+    world.evaluator.run_once(T0 + 11.5)
+    assert "ok" not in groups_in(scrape(Exposition(world)), OWNER)
+
+
+def test_partition_owners_only_with_partition_series(world: World) -> None:
+    assert OWNER in scrape(Exposition(world))
+    assert OWNER not in scrape(Exposition(world, partition_series=False))
+    assert OWNER not in {n for n, _ in rendered_family_names(False)}
+    assert OWNER not in render_cluster(world.evaluator.result(C), {},  # type: ignore[arg-type]
+                                       partition_series=False)
+
+
 def test_stopped_group_keeps_reporting_until_it_expires() -> None:
     w = World(expire_group=40)
     w.run(T0 + 1, T0 + 10)
@@ -376,6 +444,12 @@ def library_families(world: World, partition_series: bool) -> list[Metric]:
         add("kafka_consumergroup_members", g.members, group=group)
         add("kafka_monitor_group_stale", int(g.stale), group=group)
         add("kafka_monitor_group_info", 1, group=group, state=g.state or "Unknown")
+        if g.state not in (None, "Empty", "Dead"):
+            for member in g.member_list:
+                for topic, partition in member.assignment:
+                    add("kafka_monitor_partition_owner_info", 1, group=group, topic=topic,
+                        partition=partition, member_host=member.host,
+                        consumer_id=member.member_id, client_id=member.client_id)
         by_topic: dict[str, list[PartitionStatus]] = {}
         for part in g.partitions:
             by_topic.setdefault(part.topic, []).append(part)
@@ -430,6 +504,8 @@ def test_rendered_text_is_what_prometheus_client_writes(world: World,
     theirs = generate_latest(registry).decode()
     assert comment_lines(ours) == comment_lines(theirs)
     assert any('group="we\\"ird\\\\name\\nx"' in line for line in sample_lines(ours))
+    owner_lines = [line for line in sample_lines(ours) if line.startswith(f"{OWNER}{{")]
+    assert len(owner_lines) == (12 if partition_series else 0)  # 3 each: ok, warn, ODD, m-only
     assert sample_lines(ours) == pytest.approx(sample_lines(theirs), abs=1e-3)
     # And the whole /metrics text: one HELP and one TYPE per family, each family contiguous.
     types = [line.split()[2] for line in comment_lines(Exposition(world).text())

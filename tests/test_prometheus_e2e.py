@@ -218,7 +218,7 @@ def test_every_queried_metric_is_exported(stack: Stack) -> None:
         return wanted - exported_names(stack.monitor)
 
     with contextlib.suppress(TimeoutError, AssertionError):
-        wait_for(lambda: not missing(), 60, "every queried family in /metrics")
+        wait_for(lambda: not missing(), 120, "every queried family in /metrics")
     gone = missing()
     assert not gone, {name: sorted(used[name]) for name in gone}
 
