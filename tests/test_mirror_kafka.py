@@ -171,10 +171,19 @@ def test_replication_latency_is_measured(pipeline: Pipeline) -> None:
     assert 'kafka_mirror_canary_end_to_end_latency_seconds_bucket' in metrics
 
 
+def fresh_canary_window(p: Pipeline) -> int:
+    """The canary's counts are over its window: wait until losses from earlier tests have
+    aged out, so a new loss shows as a rise from 0 (a windowed count can fall while a new
+    loss happens). Returns the baseline, 0."""
+    wait_for(p.canary_counts, 90, "earlier canary losses out of the window",
+             ok=lambda c: c["lost"] == 0)
+    return 0
+
+
 @pytest.mark.kafka
 def test_stopped_mirror_reports_loss_and_lag(pipeline: Pipeline) -> None:
     p = pipeline
-    lost_before = p.canary_counts()["lost"]
+    lost_before = fresh_canary_window(p)
     p.mm.stop()
     p.produce(30)
     wait_for(p.topic_row, 30, "mirror lag of the 30 records", ok=lambda r: r["lag"] == 30)
@@ -197,7 +206,7 @@ def test_records_skipped_on_the_way_are_counted_lost(pipeline: Pipeline) -> None
              ok=lambda ws: bool(ws) and ws[-1]["end"] >= caught_up)
     net_before = p.topic_row()["window_difference_sum"]
     assert net_before == 0
-    lost_before = p.canary_counts()["lost"]
+    lost_before = fresh_canary_window(p)
     p.mm.stop()
     p.produce(40)
     # The operator moves the mirror's offsets to the end: those records never get mirrored.
