@@ -7,7 +7,7 @@ Metric names are ``kafka_canary_*`` from :mod:`monitor.canary.metrics`.
 
 from __future__ import annotations
 
-from grafanalib.core import Dashboard, Stat, TimeSeries
+from grafanalib.core import Dashboard, Stat
 
 from dashboards.common import (
     DATASOURCE,
@@ -15,6 +15,7 @@ from dashboards.common import (
     dashboard_link,
     layout,
     query_variable,
+    series,
     steps,
     target,
 )
@@ -22,16 +23,6 @@ from dashboards.common import (
 UID = "kafka-monitor-canary"
 SEL = 'cluster=~"$cluster"'
 WINDOW = "$__rate_interval"
-
-
-def _series(title: str, queries: list[tuple[str, str]], unit: str,
-            description: str = "") -> TimeSeries:
-    return TimeSeries(
-        title=title, dataSource=DATASOURCE, unit=unit, description=description,
-        targets=[target(expr, legend, chr(ord("A") + i))
-                 for i, (expr, legend) in enumerate(queries)],
-        legendDisplayMode="table", legendPlacement="right", legendCalcs=["lastNotNull", "max"],
-    )
 
 
 def _quantiles(metric: str, by: str, legend: str) -> list[tuple[str, str]]:
@@ -71,33 +62,33 @@ def build() -> Dashboard:
                       "Canary records consumed more than once.")),
         ]),
         (8, [
-            (12, _series("Produce availability per broker", [
+            (12, series("Produce availability per broker", [
                 (f"sum by (cluster, broker) (rate(kafka_canary_produce_acks_total{{{SEL}}}"
                  f"[{WINDOW}])) / sum by (cluster, broker) (rate("
                  f"kafka_canary_produce_attempts_total{{{SEL}}}[{WINDOW}]))",
                  "{{cluster}} / broker {{broker}}")], "percentunit",
                 "Per leader broker: a broker failing its partitions shows here first.")),
-            (12, _series("Consume availability per partition", [
+            (12, series("Consume availability per partition", [
                 (f"kafka_canary_consume_availability{{{SEL}}}",
                  "{{cluster}} [{{partition}}]")], "percentunit")),
         ]),
         (8, [
-            (12, _series("End-to-end latency (send to consume)", _quantiles(
+            (12, series("End-to-end latency (send to consume)", _quantiles(
                 "kafka_canary_end_to_end_latency_seconds", "cluster", "{{cluster}}"), "s")),
-            (12, _series("Produce latency (send to ack)", _quantiles(
+            (12, series("Produce latency (send to ack)", _quantiles(
                 "kafka_canary_produce_latency_seconds", "cluster", "{{cluster}}"), "s")),
         ]),
         (8, [
-            (12, _series("Lost and duplicated", [
+            (12, series("Lost and duplicated", [
                 (f"sum by (cluster) (increase(kafka_canary_records_lost_total{{{SEL}}}"
                  f"[{WINDOW}]))", "{{cluster}} lost"),
                 (f"sum by (cluster) (increase(kafka_canary_records_duplicated_total{{{SEL}}}"
                  f"[{WINDOW}]))", "{{cluster}} duplicated"),
             ], "short")),
-            (6, _series("Brokers covered", [
+            (6, series("Brokers covered", [
                 (f"kafka_canary_broker_covered{{{SEL}}}", "{{cluster}} / broker {{broker}}")],
                 "none", "1 when the broker leads a canary partition (probed).")),
-            (6, _series("Commit latency p99", [
+            (6, series("Commit latency p99", [
                 (f"histogram_quantile(0.99, sum by (cluster, le) (rate("
                  f"kafka_canary_commit_latency_seconds_bucket{{{SEL}}}[{WINDOW}])))",
                  "{{cluster}}")], "s", "The canary group's offset commits.")),

@@ -17,6 +17,7 @@ from dashboards.common import (
     dashboard_link,
     layout,
     query_variable,
+    series,
     steps,
     target,
     value_mappings,
@@ -39,13 +40,11 @@ def _stat(title: str, expr: str, thresholds: list[dict[str, object]], descriptio
 def _series(title: str, queries: list[tuple[str, str]], unit: str = "none",
             description: str = "", thresholds: list[dict[str, object]] | None = None,
             ) -> TimeSeries:
-    return TimeSeries(
-        title=title, dataSource=DATASOURCE, unit=unit, description=description,
-        targets=[target(expr, legend, chr(ord("A") + i))
-                 for i, (expr, legend) in enumerate(queries)],
+    """With the thresholds drawn as lines, when there are any."""
+    return series(
+        title, queries, unit, description, calcs=["lastNotNull"],
         thresholds=thresholds or steps((None, "green")),
         thresholdsStyleMode="line" if thresholds else "off",
-        legendDisplayMode="table", legendPlacement="right", legendCalcs=["lastNotNull"],
     )
 
 

@@ -20,6 +20,7 @@ from grafanalib.core import (
     Template,
     Templating,
     Time,
+    TimeSeries,
 )
 
 DATASOURCE: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
@@ -67,6 +68,25 @@ def target(
         format="table" if table else "time_series",
         datasource=DATASOURCE,
         intervalFactor=1,
+    )
+
+
+def series(
+    title: str,
+    queries: Sequence[tuple[str, str]],
+    unit: str = "none",
+    description: str = "",
+    calcs: Sequence[str] = ("lastNotNull", "max"),
+    **extra: Any,
+) -> TimeSeries:
+    """A time-series panel of ``(expr, legend)`` queries (refIds A, B, ...), its legend a
+    table on the right; ``extra`` goes to grafanalib's ``TimeSeries`` (e.g. thresholds)."""
+    return TimeSeries(
+        title=title, dataSource=DATASOURCE, unit=unit, description=description,
+        targets=[target(expr, legend, chr(ord("A") + i))
+                 for i, (expr, legend) in enumerate(queries)],
+        legendDisplayMode="table", legendPlacement="right", legendCalcs=list(calcs),
+        **extra,
     )
 
 

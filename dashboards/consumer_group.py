@@ -17,6 +17,7 @@ from dashboards.common import (
     dashboard_link,
     layout,
     query_variable,
+    series,
     steps,
     target,
     value_mappings,
@@ -47,15 +48,6 @@ def _timeline(title: str, queries: list[tuple[str, str]], description: str) -> S
         colorMode="fixed", showValue="never", mergeValues=True, rowHeight=0.8,
         extraJson={"fieldConfig": {"defaults": {"color": {"mode": "fixed",
                                                           "fixedColor": "green"}}}},
-    )
-
-
-def _series(title: str, expr: str, legend: str, unit: str, description: str = "",
-            ) -> TimeSeries:
-    return TimeSeries(
-        title=title, dataSource=DATASOURCE, description=description, unit=unit,
-        targets=[target(expr, legend)], legendDisplayMode="table", legendPlacement="right",
-        legendCalcs=["lastNotNull", "max"],
     )
 
 
@@ -120,21 +112,21 @@ def build() -> Dashboard:
                 "Each partition's status (needs exporter.partition_series).")),
         ]),
         (9, [
-            (12, _series("Lag per partition (seconds)",
-                         f"kafka_consumergroup_group_lag_seconds{{{SEL}}}",
-                         "{{topic}} [{{partition}}]", "s",
+            (12, series("Lag per partition (seconds)",
+                         [(f"kafka_consumergroup_group_lag_seconds{{{SEL}}}",
+                           "{{topic}} [{{partition}}]")], "s",
                          "How long ago the log end was at the committed offset.")),
-            (12, _series("Lag per partition (offsets)",
-                         f"kafka_consumergroup_group_lag{{{SEL}}}",
-                         "{{topic}} [{{partition}}]", "short")),
+            (12, series("Lag per partition (offsets)",
+                         [(f"kafka_consumergroup_group_lag{{{SEL}}}",
+                           "{{topic}} [{{partition}}]")], "short")),
         ]),
         (8, [
-            (12, _series("Lag per topic (seconds)",
-                         f"kafka_consumergroup_group_topic_max_lag_seconds{{{SEL}}}",
-                         "{{topic}}", "s", "The topic's worst partition.")),
-            (12, _series("Lag per topic (offsets)",
-                         f"kafka_consumergroup_group_topic_sum_lag{{{SEL}}}",
-                         "{{topic}}", "short")),
+            (12, series("Lag per topic (seconds)",
+                         [(f"kafka_consumergroup_group_topic_max_lag_seconds{{{SEL}}}",
+                           "{{topic}}")], "s", "The topic's worst partition.")),
+            (12, series("Lag per topic (offsets)",
+                         [(f"kafka_consumergroup_group_topic_sum_lag{{{SEL}}}",
+                           "{{topic}}")], "short")),
         ]),
         (8, [
             (12, TimeSeries(

@@ -8,7 +8,7 @@ Metric names are ``kafka_mirror_*`` (monitor/mirror.py) and ``kafka_mirror_canar
 
 from __future__ import annotations
 
-from grafanalib.core import Dashboard, Stat, TimeSeries
+from grafanalib.core import Dashboard, Stat
 
 from dashboards.common import (
     DATASOURCE,
@@ -17,6 +17,7 @@ from dashboards.common import (
     dashboard_link,
     layout,
     query_variable,
+    series,
     steps,
     target,
     value_mappings,
@@ -25,16 +26,6 @@ from dashboards.common import (
 UID = "kafka-monitor-mirrors"
 SEL = 'mirror=~"$mirror"'
 WINDOW = "$__rate_interval"
-
-
-def _series(title: str, queries: list[tuple[str, str]], unit: str,
-            description: str = "") -> TimeSeries:
-    return TimeSeries(
-        title=title, dataSource=DATASOURCE, unit=unit, description=description,
-        targets=[target(expr, legend, chr(ord("A") + i))
-                 for i, (expr, legend) in enumerate(queries)],
-        legendDisplayMode="table", legendPlacement="right", legendCalcs=["lastNotNull", "max"],
-    )
 
 
 def _stat(title: str, expr: str, unit: str, thresholds: list[dict[str, object]],
@@ -68,18 +59,18 @@ def build() -> Dashboard:
                       "monitor started (negative: duplicated).")),
         ]),
         (8, [
-            (12, _series("Replication latency", [
+            (12, series("Replication latency", [
                 (f"histogram_quantile({q}, sum by (mirror, le) (rate("
                  f"kafka_mirror_canary_end_to_end_latency_seconds_bucket{{{SEL}}}[{WINDOW}])))",
                  f"{{{{mirror}}}} p{round(q * 100, 1):g}") for q in (0.5, 0.99, 0.999)], "s")),
-            (12, _series("Mirroring group lag", [
+            (12, series("Mirroring group lag", [
                 (f"kafka_mirror_group_lag_seconds{{{SEL}}}", "{{mirror}} seconds"),
             ], "s", "The mirror's consumer group on the source, in seconds.")),
         ]),
         (8, [
-            (12, _series("Log-end lag (source - destination)", [
+            (12, series("Log-end lag (source - destination)", [
                 (f"kafka_mirror_topic_lag{{{SEL}}}", "{{mirror}} / {{topic}}")], "short")),
-            (12, _series("Records per window", [
+            (12, series("Records per window", [
                 (f"kafka_mirror_window_source_records{{{SEL}}}", "{{mirror}} / {{topic}} source"),
                 (f"kafka_mirror_window_destination_records{{{SEL}}}",
                  "{{mirror}} / {{topic}} destination"),
@@ -89,13 +80,13 @@ def build() -> Dashboard:
                 "difference is loss (positive) or duplication (negative).")),
         ]),
         (8, [
-            (12, _series("Mirror canary availability", [
+            (12, series("Mirror canary availability", [
                 (f"kafka_mirror_canary_consume_availability{{{SEL}}}",
                  "{{mirror}} consume [{{partition}}]"),
                 (f"kafka_mirror_canary_produce_availability{{{SEL}}}",
                  "{{mirror}} produce [{{partition}}]"),
             ], "percentunit")),
-            (12, _series("Log-end lag per partition", [
+            (12, series("Log-end lag per partition", [
                 (f"kafka_mirror_lag{{{SEL}}}", "{{mirror}} / {{topic}} [{{partition}}]")],
                 "short")),
         ]),

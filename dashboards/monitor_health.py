@@ -8,7 +8,7 @@ blind.
 
 from __future__ import annotations
 
-from grafanalib.core import Dashboard, Stat, Table, TimeSeries
+from grafanalib.core import Dashboard, Stat, Table
 
 from dashboards.common import (
     DATASOURCE,
@@ -16,6 +16,7 @@ from dashboards.common import (
     dashboard_link,
     layout,
     query_variable,
+    series,
     steps,
     target,
 )
@@ -31,16 +32,6 @@ def _stat(title: str, expr: str, thresholds: list[dict[str, object]], descriptio
         title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="none",
         colorMode="background", format=unit, description=description,
         targets=[target(expr)], thresholds=thresholds,
-    )
-
-
-def _series(title: str, queries: list[tuple[str, str]], unit: str = "none",
-            description: str = "") -> TimeSeries:
-    return TimeSeries(
-        title=title, dataSource=DATASOURCE, unit=unit, description=description,
-        targets=[target(expr, legend, chr(ord("A") + i))
-                 for i, (expr, legend) in enumerate(queries)],
-        legendDisplayMode="table", legendPlacement="right", legendCalcs=["lastNotNull", "max"],
     )
 
 
@@ -115,37 +106,37 @@ def build() -> Dashboard:
         ]),
         (9, [(24, _collector_table())]),
         (8, [
-            (12, _series("Collector errors", [
+            (12, series("Collector errors", [
                 (f"increase(kafka_monitor_collector_errors_total{{{SEL}}}[$__rate_interval])",
                  COLLECTOR)], "short", "Failed rounds per interval.")),
-            (12, _series("Collector round duration", [
+            (12, series("Collector round duration", [
                 (f"kafka_monitor_collector_last_duration_seconds{{{SEL}}}", COLLECTOR)], "s")),
         ]),
         (8, [
-            (12, _series("Evaluation", [
+            (12, series("Evaluation", [
                 (f"kafka_monitor_evaluation_duration_seconds{{{SEL}}}",
                  "{{cluster}} evaluation"),
                 (f"kafka_monitor_exporter_render_duration_seconds{{{SEL}}}",
                  "{{cluster}} rendering /metrics"),
             ], "s", "Time per round to evaluate every group, and to render its metrics.")),
-            (12, _series("Verdict age", [
+            (12, series("Verdict age", [
                 (f"time() - kafka_monitor_evaluation_timestamp_seconds{{{SEL}}}",
                  "{{cluster}} ({{instance}})")], "s")),
         ]),
         (8, [
-            (8, _series("__consumer_offsets reader", [
+            (8, series("__consumer_offsets reader", [
                 (f"rate(kafka_monitor_offsets_topic_records_total{{{SEL}}}[$__rate_interval])",
                  "{{cluster}} records/s"),
                 (f"rate(kafka_monitor_offsets_topic_commits_stored_total{{{SEL}}}"
                  "[$__rate_interval])", "{{cluster}} commits stored/s"),
             ], "short")),
-            (8, _series("Reader failures", [
+            (8, series("Reader failures", [
                 (f"increase(kafka_monitor_offsets_topic_handler_errors_total{{{SEL}}}"
                  "[$__rate_interval])", "{{cluster}} handler errors"),
                 (f"increase(kafka_monitor_offsets_topic_reader_restarts_total{{{SEL}}}"
                  "[$__rate_interval])", "{{cluster}} restarts"),
             ], "short")),
-            (8, _series("JMX scrape duration", [
+            (8, series("JMX scrape duration", [
                 (f"kafka_monitor_broker_jmx_scrape_duration_seconds{{{SEL}}}",
                  "{{cluster}} / broker {{broker}}")], "s")),
         ]),
