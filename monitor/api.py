@@ -28,7 +28,7 @@ from monitor.config import effective_config
 from monitor.evaluation import ClusterEvaluation, GroupStatus, PartitionStatus
 from monitor.httpserver import HOSTNAME, SERVICE_KEY, reply
 from monitor.mirror import MirrorCollector, mirror_view
-from monitor.observations import OffsetsDeleted
+from monitor.observations import ClusterMetadata, OffsetsDeleted
 
 if TYPE_CHECKING:
     from monitor.service import Service
@@ -185,12 +185,18 @@ async def topics(request: web.Request) -> web.Response:
     return reply(request, {"message": "topic list returned", "topics": names})
 
 
-async def topic_detail(request: web.Request) -> web.Response:
+def _topic(request: web.Request) -> tuple[Service, str, str, ClusterMetadata]:
+    """The cluster and a topic its metadata lists, or a 404."""
     service, name = _cluster(request)
     topic = _name(request, "topic")
     meta = service.store.metadata(name)
     if meta is None or topic not in meta.topics:
         raise web.HTTPNotFound(reason="topic not found")
+    return service, name, topic, meta
+
+
+async def topic_detail(request: web.Request) -> web.Response:
+    service, name, topic, meta = _topic(request)
     offsets = service.store.broker_offsets(name)
     ends = [
         offsets[(topic, p.partition)].log_end if (topic, p.partition) in offsets else -1
@@ -200,11 +206,7 @@ async def topic_detail(request: web.Request) -> web.Response:
 
 
 async def topic_consumers(request: web.Request) -> web.Response:
-    service, name = _cluster(request)
-    topic = _name(request, "topic")
-    meta = service.store.metadata(name)
-    if meta is None or topic not in meta.topics:
-        raise web.HTTPNotFound(reason="topic not found")
+    service, name, topic, _meta = _topic(request)
     result = _result(service, name)
     groups: list[str] = []
     if result is not None and result.data is not None:
