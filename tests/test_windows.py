@@ -188,6 +188,10 @@ def test_thinning_keeps_flat_run_endpoints() -> None:
     runs = [(i, j) for i in range(len(o)) for j in [i + 1] if j < len(o) and o[i] == o[j]]
     assert runs, "flat runs survive thinning"
     assert all(times[j] - times[i] >= 15_000 for i, j in runs[-5:])
+    # The newest quiet stretch exactly: its first point (the last rise) and its last one.
+    assert o[-1] == o[-2] == level and o[-3] == level - 10
+    assert times[-1] - times[-2] == 20_000
+    assert len(set(o.tolist())) == len(o) - len(runs)  # no level kept three times
 
 
 def test_groups_expire_without_commits() -> None:
