@@ -167,6 +167,19 @@ def test_thinned_history_keeps_lag_seconds_accurate_far_back() -> None:
     assert abs(res.seconds[0] - 3000) < 0.03 * 3000
 
 
+def test_thinning_never_splits_a_flat_run() -> None:
+    """Short quiet stretches (two observations each, the first and last point of a flat run)
+    all the way: thinning must not take one endpoint of a run and leave the other, so every
+    level but possibly the oldest one still has both its points."""
+    s = store()
+    for i in range(400):
+        log_ends(s, {("t", 0): 10 * (i // 2)}, at=float(i + 1))
+    offsets, _ = wins(s).log_end_history("t", 0)
+    counts = np.unique(offsets, return_counts=True)[1]
+    assert len(offsets) >= 50
+    assert np.all(counts[1:] == 2), offsets
+
+
 def test_thinning_keeps_flat_run_endpoints() -> None:
     """Quiet stretches (flat runs) keep their first and last points through thinning."""
     s = store()
