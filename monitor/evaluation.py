@@ -99,12 +99,15 @@ class GroupStatus:
     totallag: int
     lag_seconds: float  # the largest partition lag in seconds
     state: str | None  # Stable, Empty, ... (None: no membership known)
-    members: int
     generation: int | None  # the group's generation where the source reports it
     member_list: tuple[GroupMember, ...]  # who is in the group and what each owns
     stale: bool  # its offsets are not current (read failing): verdict held, clocks stopped
     offsets_age_seconds: float | None
     evaluated_at: float
+
+    @property
+    def members(self) -> int:
+        return len(self.member_list)
 
     @property
     def non_ok(self) -> tuple[PartitionStatus, ...]:
@@ -203,7 +206,6 @@ class ClusterEvaluation:
             cluster=self.cluster,
             group=name,
             state=membership.state if membership is not None else None,
-            members=len(membership.members) if membership is not None else 0,
             generation=membership.generation if membership is not None else None,
             member_list=membership.members if membership is not None else (),
             stale=name in self.stale_groups,
