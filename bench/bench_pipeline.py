@@ -91,10 +91,9 @@ def timed(fn: Any) -> tuple[float, Any]:
 def spark_figures(recording: Path, rows: int, cores: int, buckets: int,
                   work: Path) -> dict[str, Any]:
     from monitor.pipeline.backtest import bucketed
-    from monitor.pipeline.replay import VERDICT_DDL
     from monitor.pipeline.rows import SPARK_DDL
     from monitor.pipeline.spark import spark_session
-    from monitor.pipeline.stream import BucketProcessor
+    from monitor.pipeline.stream import STREAM_DDL, BucketProcessor
 
     spark = spark_session(f"local[{cores}]", conf={
         "spark.sql.shuffle.partitions": str(buckets), "spark.ui.enabled": "false",
@@ -117,7 +116,7 @@ def spark_figures(recording: Path, rows: int, cores: int, buckets: int,
                   .parquet(str(recording / "observations")))
         stateful = bucketed(source, buckets).groupBy("cluster", "bucket")
         out = stateful.transformWithStateInPandas(
-            statefulProcessor=BucketProcessor(config), outputStructType=VERDICT_DDL,
+            statefulProcessor=BucketProcessor(config), outputStructType=STREAM_DDL,
             outputMode="Update", timeMode="None",
         )
         checkpoint = work / f"checkpoint-{cores}"

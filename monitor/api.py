@@ -25,10 +25,11 @@ from aiohttp import web
 
 from monitor.canary.probe import CanaryProbe
 from monitor.config import effective_config
-from monitor.evaluation import ClusterEvaluation, GroupStatus, PartitionStatus
+from monitor.evaluation import ClusterEvaluation
 from monitor.httpserver import HOSTNAME, SERVICE_KEY, reply
 from monitor.mirror import MirrorCollector, mirror_view
 from monitor.observations import ClusterMetadata, OffsetsDeleted
+from monitor.status_json import notfound_json, status_json
 
 if TYPE_CHECKING:
     from monitor.service import Service
@@ -55,69 +56,6 @@ def _cluster(request: web.Request) -> tuple[Service, str]:
 
 def _result(service: Service, cluster: str) -> ClusterEvaluation | None:
     return service.evaluator.result(cluster)
-
-
-# ----------------------------------------------------------------------------- JSON shapes
-
-
-def _point(p: Any) -> dict[str, Any] | None:
-    if p is None:
-        return None
-    return {"offset": p.offset, "timestamp": p.timestamp_ms, "observedAt": p.observed_ms,
-            "lag": p.lag}
-
-
-def partition_json(p: PartitionStatus) -> dict[str, Any]:
-    return {
-        "topic": p.topic,
-        "partition": p.partition,
-        "owner": p.owner,
-        "client_id": p.client_id,
-        "status": p.status,
-        "start": _point(p.start),
-        "end": _point(p.end),
-        "current_lag": p.current_lag,
-        "complete": p.complete,
-        "lag_seconds": p.lag_seconds,
-        "lag_seconds_lower_bound": p.lag_seconds_lower_bound,
-    }
-
-
-def status_json(g: GroupStatus, only_non_ok: bool) -> dict[str, Any]:
-    parts = g.non_ok if only_non_ok else g.partitions
-    return {
-        "cluster": g.cluster,
-        "group": g.group,
-        "status": g.status,
-        "complete": g.complete,
-        "partitions": [partition_json(p) for p in parts],
-        "partition_count": g.partition_count,
-        "maxlag": partition_json(g.maxlag) if g.maxlag is not None else None,
-        "totallag": g.totallag,
-        "lag_seconds": g.lag_seconds,
-        "state": g.state,
-        "members": g.members,
-        "generation": g.generation,
-        "member_list": [
-            {
-                "member_id": m.member_id,
-                "client_id": m.client_id,
-                "host": m.host,
-                "partitions": [{"topic": t, "partition": p} for t, p in m.assignment],
-            }
-            for m in g.member_list
-        ],
-        "stale": g.stale,
-        "offsets_age_seconds": g.offsets_age_seconds,
-        "evaluated_at": g.evaluated_at,
-    }
-
-
-def notfound_json(cluster: str, group: str) -> dict[str, Any]:
-    return {
-        "cluster": cluster, "group": group, "status": "NOTFOUND", "complete": 1.0,
-        "partitions": [], "partition_count": 0, "maxlag": None, "totallag": 0,
-    }
 
 
 def _envelope(request: web.Request, message: str, key: str, fragment: bytes,

@@ -205,6 +205,18 @@ class OffsetsTopicConfig(_Model):
     )
 
 
+class PipelineStatusesConfig(_Model):
+    """``offsets_source: pipeline``: the Spark stream evaluates the cluster's groups and
+    publishes the verdicts to a compacted topic on the cluster; the service serves them."""
+
+    topic: str = Field(default="kafka-monitor-statuses", pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    max_age: Duration = Field(
+        default=60.0, gt=0,
+        description="a published verdict older than this is served marked stale (the stream "
+        "stopped or fell behind); set it above the stream's trigger interval",
+    )
+
+
 class ClusterConfig(_Model):
     name: str = Field(pattern=_NAME_RE, max_length=200)
     bootstrap_servers: list[str] = Field(min_length=1)
@@ -221,8 +233,13 @@ class ClusterConfig(_Model):
     )
     request_timeout: Duration = 10.0
     jmx: list[JmxEndpoint] = Field(default_factory=list)
-    offsets_source: Literal["admin", "offsets_topic", "both"] = "admin"
+    offsets_source: Literal["admin", "offsets_topic", "both", "pipeline"] = Field(
+        default="admin",
+        description="where group offsets come from; pipeline: the verdicts the Spark stream "
+        "publishes (see pipeline_statuses), for fleets one service cannot evaluate",
+    )
     offsets_topic: OffsetsTopicConfig = Field(default_factory=OffsetsTopicConfig)
+    pipeline_statuses: PipelineStatusesConfig = Field(default_factory=PipelineStatusesConfig)
     groups: NameFilter = Field(default_factory=NameFilter)
     extra_groups: list[str] = Field(
         default_factory=list,

@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -38,8 +38,8 @@ from monitor.evaluator import (
     lag_seconds,
     to_burrow,
 )
-from monitor.observations import GroupMember
 from monitor.store import GroupState, Store
+from monitor.verdicts import CommitPoint, GroupStatus, PartitionStatus
 from monitor.windows import EvaluationInput
 
 _log = logging.getLogger("monitor.evaluation")
@@ -58,60 +58,6 @@ def rule_options(config: EvaluatorConfig) -> RuleOptions:
         live_member_stall=config.live_member_stall,
         young_window_stop_ms=config.young_window_stop * 1000.0,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class CommitPoint:
-    """One stored commit (Burrow's ``start``/``end`` of a partition's window)."""
-
-    offset: int
-    timestamp_ms: int
-    observed_ms: int
-    lag: int | None  # the lag when it was stored; None if no log end was known
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionStatus:
-    topic: str
-    partition: int
-    status: str
-    start: CommitPoint | None
-    end: CommitPoint | None
-    current_lag: int
-    lag_seconds: float
-    lag_seconds_lower_bound: bool  # the true lag is at least lag_seconds (history too short)
-    complete: float
-    owner: str
-    client_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStatus:
-    """A group's verdict, Burrow's fields plus lag in seconds, state and staleness."""
-
-    cluster: str
-    group: str
-    status: str
-    complete: float
-    partitions: tuple[PartitionStatus, ...]
-    partition_count: int
-    maxlag: PartitionStatus | None
-    totallag: int
-    lag_seconds: float  # the largest partition lag in seconds
-    state: str | None  # Stable, Empty, ... (None: no membership known)
-    generation: int | None  # the group's generation where the source reports it
-    member_list: tuple[GroupMember, ...]  # who is in the group and what each owns
-    stale: bool  # its offsets are not current (read failing): verdict held, clocks stopped
-    offsets_age_seconds: float | None
-    evaluated_at: float
-
-    @property
-    def members(self) -> int:
-        return len(self.member_list)
-
-    @property
-    def non_ok(self) -> tuple[PartitionStatus, ...]:
-        return tuple(p for p in self.partitions if p.status != "OK")
 
 
 class ClusterEvaluation:
@@ -295,10 +241,13 @@ class Evaluator:
         config: EvaluatorConfig,
         freshness: Callable[[str], float | None] | None = None,
         stale_after: float = 60.0,
+        published_stale_after: Mapping[str, float] | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.stale_after = stale_after
+        # offsets_source pipeline: cluster -> age at which a published verdict is stale
+        self.published_stale_after = dict(published_stale_after or {})
         self.options = rule_options(config)
         self._freshness = freshness or (lambda _cluster: None)
         self._results: dict[str, ClusterEvaluation] = {}
@@ -329,6 +278,11 @@ class Evaluator:
     def evaluate_cluster(self, cluster: str, now: float | None = None) -> ClusterEvaluation:
         started = time.monotonic()
         now = time.time() if now is None else now
+        published = self.store.published(cluster)
+        if published is not None:
+            max_age = self.published_stale_after.get(cluster, self.stale_after)
+            return PublishedEvaluation(cluster, now, time.monotonic() - started, published,
+                                       max_age)
         states = self.store.group_states(cluster)
         data = self.store.evaluation_input(cluster)
         reader_fresh = self._freshness(cluster)
@@ -366,6 +320,32 @@ class Evaluator:
             cluster, now, time.monotonic() - started, data, parts, group_results, lag,
             group_lag_seconds(lag.seconds, groups), states, stale, self.options.burrow_err,
         )
+
+
+class PublishedEvaluation(ClusterEvaluation):
+    """A cluster the Spark stream evaluates (``offsets_source: pipeline``): the verdicts it
+    published to its compacted topic, served like the service's own. A verdict older than
+    ``max_age`` (the stream stopped or fell behind) is held and marked ``stale``."""
+
+    def __init__(
+        self, cluster: str, evaluated_at: float, duration: float,
+        published: dict[str, GroupStatus], max_age: float,
+    ) -> None:
+        stale = {g for g, v in published.items()
+                 if v.stale or evaluated_at - v.evaluated_at > max_age}
+        super().__init__(cluster, evaluated_at, duration, None, None, None, None, None, {},
+                         stale)
+        self._published = published
+        self._names = sorted(published)
+
+    def __contains__(self, group: str) -> bool:
+        return self._forgotten.get(group, ()) is not None and group in self._published
+
+    def _build(self, name: str) -> GroupStatus:
+        g = self._published[name]
+        skip = self._forgotten.get(name) or set()
+        parts = tuple(p for p in g.partitions if p.topic not in skip)
+        return replace(g, stale=name in self.stale_groups, partitions=parts)
 
 
 def _fresh_until(state: GroupState | None, reader_fresh: float | None) -> float:

@@ -72,6 +72,8 @@ The monitor itself:
   ``..._records_skipped_total`` (``reason``), ``..._commits_stored_total``,
   ``..._commits_filtered_total``, ``..._events_total`` (``kind``), ``..._consume_errors_total``
   (``error``), ``..._handler_errors_total``, ``..._reader_restarts_total`` counters
+* statuses-topic reader (``offsets_source: pipeline``), label ``cluster``:
+  ``kafka_monitor_pipeline_statuses_records_total``, ``..._records_skipped_total`` (``reason``)
 
 No vanishing series: a stopped group stays in every evaluation, and so here, until the store
 expires it (``evaluator.expire_group``, by commit time); then all its series go at once.
@@ -109,14 +111,21 @@ from prometheus_client.registry import Collector
 
 from monitor.collectors.base import Collector as MonitorCollector
 from monitor.collectors.offsets_topic import OffsetsTopicCollector
+from monitor.collectors.pipeline_statuses import PipelineStatusesCollector
 from monitor.config import ExporterConfig
 from monitor.evaluation import ClusterEvaluation, Evaluator
 from monitor.evaluator import Status
 from monitor.observations import GroupMembership
 from monitor.store import PartitionOffsets, Store
+from monitor.verdicts import GroupStatus
 
 STATUS_WORDS = [s.name for s in sorted(Status, key=int)]
 _OK = int(Status.OK)
+_CODES = {**{s.name: int(s) for s in Status}, "ERR": int(Status.STOP)}  # ERR: Burrow's words
+
+
+def _status_code(g: GroupStatus | None) -> int:
+    return _OK if g is None else _CODES.get(g.status, _OK)
 
 # Families rendered per cluster as text (name, help), in exposition order.
 _PARTITION_FAMILIES = [
@@ -225,7 +234,10 @@ def render_cluster(
     extra = [n for n in ev.group_names() if n not in known]  # members, no window: OK, no lag
     all_names = names + extra
     glabels = [f'{cluster},group="{_esc(n)}"' for n in all_names]
-    codes = status_g.tolist() + [_OK] * len(extra)
+    # Groups outside the arrays: known by membership only (OK, no lag), or verdicts the
+    # Spark stream published (offsets_source pipeline): their own figures.
+    extra_status = [ev.group(n) for n in extra]
+    codes = status_g.tolist() + [_status_code(g) for g in extra_status]
     members: list[int] = []
     kafka_states: list[str] = []
     owner_lines: list[str] = []
@@ -272,7 +284,10 @@ def render_cluster(
             out[f_lsec] = _lines(f_lsec, pl, secs)
             out[f_pst] = _lines(f_pst, pl, status_rows.tolist())
 
-    pad = [0] * len(extra)
+    extra_sum = [g.totallag if g is not None else 0 for g in extra_status]
+    extra_max = [g.maxlag.current_lag if g is not None and g.maxlag is not None else 0
+                 for g in extra_status]
+    extra_secs = np.array([g.lag_seconds if g is not None else 0.0 for g in extra_status])
     (f_gst, _), (f_set, _), (f_gsum, _), (f_gmax, _), (f_gsec, _), (f_mem, _), (f_stale, _), \
         (f_info, _) = _GROUP_FAMILIES
     out[f_gst] = _lines(f_gst, glabels, codes)
@@ -281,9 +296,9 @@ def render_cluster(
         for lab, code in zip(glabels, codes, strict=True)
         for k, word in enumerate(STATUS_WORDS)
     ])
-    out[f_gsum] = _lines(f_gsum, glabels, sum_lag.tolist() + pad)
-    out[f_gmax] = _lines(f_gmax, glabels, max_lag.tolist() + pad)
-    out[f_gsec] = _lines(f_gsec, glabels, [*_seconds(max_secs), *pad])
+    out[f_gsum] = _lines(f_gsum, glabels, sum_lag.tolist() + extra_sum)
+    out[f_gmax] = _lines(f_gmax, glabels, max_lag.tolist() + extra_max)
+    out[f_gsec] = _lines(f_gsec, glabels, [*_seconds(max_secs), *_seconds(extra_secs)])
     out[f_mem] = _lines(f_mem, glabels, members)
     out[f_stale] = _lines(f_stale, glabels, [int(n in ev.stale_groups) for n in all_names])
     out[f_info] = "".join([f'{f_info}{{{lab},state="{s}"}} 1\n'
@@ -493,6 +508,14 @@ def collector_families(collectors: Iterable[MonitorCollector]) -> list[Metric]:
                                   labels=c)
     restarts = CounterMetricFamily(f"{prefix}_reader_restarts", "Reader thread restarts.",
                                    labels=c)
+    published = "kafka_monitor_pipeline_statuses"
+    p_records = CounterMetricFamily(f"{published}_records",
+                                    "Records read from the Spark stream's statuses topic.",
+                                    labels=c)
+    p_skipped = CounterMetricFamily(
+        f"{published}_records_skipped",
+        "Statuses-topic records left out, by reason (key, value: undecodable; other_cluster, "
+        "filtered: not this cluster's or not an allowed group).", labels=[*c, "reason"])
     for col in collectors:
         h = col.health
         labels = [col.cluster, col.kind]
@@ -518,5 +541,10 @@ def collector_families(collectors: Iterable[MonitorCollector]) -> list[Metric]:
                 consume.add_metric([*k, error], n)
             handler.add_metric(k, s.handler_errors)
             restarts.add_metric(k, s.reader_restarts)
+        if isinstance(col, PipelineStatusesCollector):
+            p_records.add_metric([col.cluster], col.records)
+            for reason, n in sorted(col.skipped.items()):
+                p_skipped.add_metric([col.cluster, reason], n)
     return [last_ok, last_dur, consecutive, ready, runs, errors,
-            records, skipped, stored, filtered, events, consume, handler, restarts]
+            records, skipped, stored, filtered, events, consume, handler, restarts,
+            p_records, p_skipped]

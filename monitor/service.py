@@ -26,6 +26,7 @@ from monitor.collectors.group_offsets import GroupOffsetsCollector
 from monitor.collectors.jmx import JmxCollector
 from monitor.collectors.metadata import MetadataCollector
 from monitor.collectors.offsets_topic import OffsetsTopicCollector
+from monitor.collectors.pipeline_statuses import PipelineStatusesCollector
 from monitor.config import MonitorConfig
 from monitor.evaluation import Evaluator
 from monitor.exporter import LagExporter
@@ -63,6 +64,10 @@ def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
             )
         if cluster.offsets_source in ("offsets_topic", "both"):
             collectors.append(OffsetsTopicCollector(cluster, store))
+        if cluster.offsets_source == "pipeline":
+            collectors.append(
+                PipelineStatusesCollector(cluster, intervals.group_offsets_interval, store)
+            )
         if cluster.jmx:
             collectors.append(
                 JmxCollector(
@@ -119,6 +124,10 @@ class Service:
             freshness=self._evaluation_freshness,
             # A group read by the Admin API is stale after three missed rounds.
             stale_after=3 * config.collectors.group_offsets_interval + config.evaluator.interval,
+            published_stale_after={
+                c.name: c.pipeline_statuses.max_age
+                for c in config.clusters if c.offsets_source == "pipeline"
+            },
         )
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,6 +37,7 @@ from monitor.observations import (
     OffsetsDeleted,
     OffsetSource,
 )
+from monitor.verdicts import GroupStatus
 from monitor.windows import EvaluationInput, Windows
 
 TopicPartition = tuple[str, int]
@@ -142,6 +143,8 @@ class _Cluster:
     groups: dict[str, _Group] = field(default_factory=dict)
     placement: Placement | None = None  # replica lists and brokers seen (broker health)
     jmx: JmxScrape | None = None  # latest broker JMX scrape
+    # offsets_source pipeline: the verdicts the Spark stream published, by group
+    published: dict[str, GroupStatus] | None = None
 
 
 class Store:
@@ -441,6 +444,29 @@ class Store:
                 name: GroupState(g.membership, g.offsets_at, g.stale_error)
                 for name, g in state.groups.items()
             }
+
+    def put_published(self, cluster: str, verdicts: Mapping[str, GroupStatus | None]) -> None:
+        """Verdicts the Spark stream published for ``cluster`` (``offsets_source: pipeline``):
+        group -> its latest verdict, None where the stream tombstoned the group (it is gone).
+        An empty mapping still marks the cluster as evaluated by the stream."""
+        with self._lock:
+            state = self._cluster(cluster)
+            if state.published is None:
+                state.published = {}
+            for group, verdict in verdicts.items():
+                if verdict is None:
+                    state.published.pop(group, None)
+                else:
+                    state.published[group] = verdict
+
+    def published(self, cluster: str) -> dict[str, GroupStatus] | None:
+        """A copy of the stream's verdicts for ``cluster``; None when the stream does not
+        evaluate it."""
+        with self._lock:
+            state = self._clusters.get(cluster)
+            if state is None or state.published is None:
+                return None
+            return dict(state.published)
 
     def clusters(self) -> list[str]:
         with self._lock:

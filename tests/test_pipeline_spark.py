@@ -16,13 +16,16 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import EvaluatorConfig, MonitorConfig, parse_config
 from monitor.localkafka import LocalKafka
@@ -178,13 +181,18 @@ def streamed(fleet: Fleet) -> Streamed:
     finally:
         query.stop()
     consumer = Consumer({**fleet.kafka.client_config(), "group.id": topic,
-                         "logger": librdkafka_logger})
+                         "enable.partition.eof": True, "logger": librdkafka_logger})
     consumer.assign([TopicPartition(topic, 0, 0)])
     published: dict[str, dict] = {}
+    deadline = time.monotonic() + 30
     try:
-        for _ in range(10):
+        at_end = False
+        while not at_end:  # to the end: the last verdict of each group is the one that counts
+            assert time.monotonic() < deadline, "statuses topic not read to its end"
             for m in consumer.consume(1000, 0.5):
-                if m.error() is None and m.key() is not None:
+                if m.error() is not None:
+                    at_end = at_end or m.error().code() == KafkaError._PARTITION_EOF
+                elif m.key() is not None:
                     published[m.key().decode()] = json.loads(m.value())
     finally:
         consumer.close()
@@ -210,13 +218,62 @@ def test_streaming_statuses_equal_the_in_process_evaluators(streamed: Streamed) 
 
 
 def test_stream_publishes_statuses_to_a_compacted_topic(fleet: Fleet, streamed: Streamed) -> None:
-    """Keyed cluster/group: the latest verdict per group is what compaction keeps (and what
-    the service could serve from)."""
+    """Keyed cluster/group, valued with the API's status object: the latest verdict per group
+    is what compaction keeps, and what a service can serve from (next test)."""
     for name in fleet.names.values():
         value = streamed.published[f"{CLUSTER}/{name}"]
-        assert value["group"] == name and value["partitions"] == 2
+        assert value["group"] == name and value["partition_count"] == 2
+        assert sorted(p["partition"] for p in value["partitions"]) == [0, 1]
         assert value["status"] in ("OK", "WARN", "STALL", "STOP")
     assert streamed.published[f"{CLUSTER}/{fleet.names['stopped']}"]["status"] == "STOP"
+
+
+def test_a_service_serves_the_statuses_the_stream_published(
+    fleet: Fleet, streamed: Streamed
+) -> None:
+    """A second service with ``offsets_source: pipeline`` on the statuses topic answers the v3
+    API and /metrics with the stream's verdicts; records that are not verdicts are skipped
+    and counted; a tombstone makes the group NOTFOUND."""
+    producer = Producer({**fleet.kafka.client_config(), "logger": librdkafka_logger})
+    producer.produce(streamed.topic, key=f"{CLUSTER}/junk".encode(), value=b"not a verdict")
+    producer.produce(streamed.topic, key=b"no-separator", value=b"{}")
+    assert producer.flush(15) == 0
+    data = config_data(fleet.kafka, "unused", fleet.work / "unused")
+    data["clusters"][0].update({"offsets_source": "pipeline", "groups": {},
+                                "pipeline_statuses": {"topic": streamed.topic, "max_age": "1h"}})
+    del data["recorder"]
+    with ServiceThread(parse_config(data)) as reader:
+        base = f"http://127.0.0.1:{reader.service.http_port}/v3/kafka/{CLUSTER}"
+        wait_for(lambda: requests.get(f"{base}/consumer", timeout=5).json()["consumers"], 60,
+                 "the published groups listed",
+                 ok=lambda names: set(fleet.names.values()) <= set(names))
+        for name in fleet.names.values():
+            want = streamed.published[f"{CLUSTER}/{name}"]
+            got = requests.get(f"{base}/consumer/{name}/lag", timeout=5).json()["status"]
+            for key in ("status", "totallag", "partition_count", "lag_seconds", "evaluated_at",
+                        "partitions", "maxlag", "complete"):
+                assert got[key] == want[key], (name, key)
+            assert got["stale"] is False
+        stopped = fleet.names["stopped"]
+        text = requests.get(f"http://127.0.0.1:{reader.service.http_port}/metrics",
+                            timeout=5).text
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for f in text_string_to_metric_families(text) for s in f.samples}
+        labels = (("cluster", CLUSTER), ("group", stopped))
+        assert samples[("kafka_monitor_group_status", labels)] == 5  # STOP
+        assert samples[("kafka_consumergroup_group_sum_lag", labels)] == \
+            streamed.published[f"{CLUSTER}/{stopped}"]["totallag"]
+        for reason in ("key", "value"):
+            key = (("cluster", CLUSTER), ("reason", reason))
+            assert samples[("kafka_monitor_pipeline_statuses_records_skipped_total", key)] == 1
+        # The stream tombstones a group that is gone: the service stops reporting it.
+        healthy = fleet.names["healthy"]
+        producer.produce(streamed.topic, key=f"{CLUSTER}/{healthy}".encode(), value=None)
+        assert producer.flush(15) == 0
+        wait_for(lambda: requests.get(f"{base}/consumer/{healthy}/status", timeout=5), 30,
+                 "the tombstoned group NOTFOUND", ok=lambda r: r.status_code == 404)
+        assert requests.get(f"{base}/consumer/{stopped}/status",
+                            timeout=5).json()["status"]["status"] == "STOP"
 
 
 def test_backtest_reproduces_the_statuses_the_service_recorded(

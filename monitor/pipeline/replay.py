@@ -15,6 +15,7 @@ observation time (tuning: "what would these settings have said at any moment").
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ from monitor.observations import (
     OffsetsDeleted,
 )
 from monitor.pipeline.rows import ClockMark, Event, events
+from monitor.status_json import status_json
 from monitor.store import GroupRemoved, Store
 
 VERDICT_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -78,6 +80,21 @@ def verdicts(ev: ClusterEvaluation) -> Verdicts:
     }
 
 
+DETAIL_LIMIT = 512 * 1024
+"""A status object larger than this (a group of thousands of partitions) is published with
+its non-OK partitions only, as Burrow's ``/status`` lists them, to stay under Kafka's default
+1 MB record limit."""
+
+
+def status_detail(ev: ClusterEvaluation, group: str) -> str:
+    g = ev.group(group)
+    assert g is not None, group
+    text = json.dumps(status_json(g, only_non_ok=False))
+    if len(text) > DETAIL_LIMIT:
+        text = json.dumps(status_json(g, only_non_ok=True))
+    return text
+
+
 def empty_verdicts() -> Verdicts:
     return {n: [] for n, _ in VERDICT_COLUMNS}
 
@@ -96,6 +113,7 @@ class Replayer:
         self.run: int | None = None
         self.next_step: float | None = None  # step mode: the next evaluation time
         self.observations = 0
+        self.published: set[str] = set()  # groups the stream last published (tombstones)
         self._reset()
 
     def _reset(self) -> None:
@@ -127,12 +145,18 @@ class Replayer:
         fresh_at, at = mark
         return None if fresh_at is None else fresh_at + max(0.0, self._now - at)
 
-    def evaluate(self, cluster: str, now: float) -> Verdicts:
-        """Evaluate one cluster now, as the service's evaluation round does (expiry first)."""
+    def evaluate(self, cluster: str, now: float, *, detail: bool = False) -> Verdicts:
+        """Evaluate one cluster now, as the service's evaluation round does (expiry first).
+        ``detail``: also each group's whole status object as JSON (column ``detail``), as the
+        API would answer it, for the stream's statuses topic."""
         self._now = now
         self.store.expire_groups(now)
         evaluator = Evaluator(self.store, self.config, freshness=self._freshness)
-        return verdicts(evaluator.evaluate_cluster(cluster, now))
+        ev = evaluator.evaluate_cluster(cluster, now)
+        out = verdicts(ev)
+        if detail:
+            out["detail"] = [status_detail(ev, name) for name in out["group"]]
+        return out
 
     def evaluate_all(self, now: float) -> Verdicts:
         out = empty_verdicts()

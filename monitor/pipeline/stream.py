@@ -10,14 +10,16 @@ Spark state, statuses out to Parquet and to a compacted Kafka topic.
 * State: rows are keyed by (cluster, bucket of groups); ``transformWithStateInPandas`` keeps one
   :class:`Replayer` per bucket (the service's store and windows, pickled into a value state) and
   evaluates all of the bucket's groups at once with the service's vectorised rules each batch.
-* Sink: every batch's verdicts appended to Parquet (``cluster=/date=`` folders) and produced to
-  a Kafka topic keyed ``cluster/group`` (create it with ``cleanup.policy=compact``: the latest
-  verdict per group is what it keeps).
+* Sink: every batch's verdicts appended to Parquet (``cluster=/date=`` folders) and, with a
+  topic, each group's status object (the v3 API's, :mod:`monitor.status_json`) produced to it
+  keyed ``cluster/group``, a tombstone when the group is gone. Create the topic with
+  ``cleanup.policy=compact``: it keeps the latest verdict per group, and a service with
+  ``offsets_source: pipeline`` serves from it
+  (:mod:`monitor.collectors.pipeline_statuses`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from monitor.collectors.offsets_topic import READER_PROPERTIES, OffsetsTopicColl
 from monitor.config import ClusterConfig, EvaluatorConfig, load_config
 from monitor.kafka_client import client_config
 from monitor.pipeline.backtest import bucketed
-from monitor.pipeline.replay import VERDICT_DDL, Replayer
+from monitor.pipeline.replay import VERDICT_DDL, Replayer, extend
 from monitor.pipeline.rows import SPARK_DDL, ClockMark, RowBuilder
 from monitor.store import Store
 
@@ -222,11 +224,19 @@ def _read_ranges(
             reader.handle_messages(batch)
 
 
-class BucketProcessor(StatefulProcessor):
-    """One bucket of groups: its replayer (store, windows) in state, evaluated every batch."""
+STREAM_DDL = VERDICT_DDL + ", `detail` string"
+"""The stream's output: the verdict columns, plus (when it publishes to a topic) each group's
+status object as JSON; ``detail`` null with status NOTFOUND is a group that left the bucket
+(expired or deleted): a tombstone on the topic."""
 
-    def __init__(self, config: EvaluatorConfig) -> None:
+
+class BucketProcessor(StatefulProcessor):
+    """One bucket of groups: its replayer (store, windows) in state, evaluated every batch.
+    ``publish``: also render each group's status object, and tombstone groups that went."""
+
+    def __init__(self, config: EvaluatorConfig, publish: bool = False) -> None:
         self.config = config
+        self.publish = publish
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("replayer", "blob binary")
@@ -239,11 +249,24 @@ class BucketProcessor(StatefulProcessor):
         frame = pd.concat(list(rows), ignore_index=True)
         for _ in replayer.replay(frame, rounds=False):
             pass
-        out = replayer.evaluate(str(key[0]), time.time())
+        cluster = str(key[0])
+        now = time.time()
+        out = replayer.evaluate(cluster, now, detail=self.publish)
+        if self.publish:
+            gone = sorted(replayer.published.difference(out["group"]))
+            replayer.published = set(out["group"])
+            extend(out, {"cluster": [cluster] * len(gone), "group": gone,
+                         "evaluated_at": [now] * len(gone), "status": ["NOTFOUND"] * len(gone),
+                         "lag_seconds": [0.0] * len(gone), "totallag": [0] * len(gone),
+                         "partitions": [0] * len(gone), "detail": [None] * len(gone)})
+        else:
+            out["detail"] = [None] * len(out["group"])
         self.state.update((replayer.to_bytes(),))
         # Object columns: pandas 3's Arrow-backed strings reach Spark 4.3's converter as
         # chunked arrays, which it rejects.
-        yield pd.DataFrame(out).astype({"cluster": object, "group": object, "status": object})
+        yield pd.DataFrame(out).astype(
+            {"cluster": object, "group": object, "status": object, "detail": object}
+        )
 
     def close(self) -> None:
         pass
@@ -258,10 +281,9 @@ def _produce(cluster: ClusterConfig, topic: str) -> Any:
 
         producer = Producer(client_config(cluster, **{"client.id": "kafka-monitor-pipeline"}))
         for r in rows:
-            value = {k: r[k] for k in ("cluster", "group", "status", "evaluated_at",
-                                       "lag_seconds", "totallag", "partitions")}
+            detail = r["detail"]
             producer.produce(topic, key=f"{r['cluster']}/{r['group']}".encode(),
-                             value=json.dumps(value).encode())
+                             value=detail.encode() if detail is not None else None)
             producer.poll(0)
         if producer.flush(30) > 0:
             raise RuntimeError(f"statuses not delivered to {topic}")
@@ -283,7 +305,8 @@ def start_stream(
         .option("tasks", str(tasks)).load()
     )
     verdicts = bucketed(rows, buckets).groupBy("cluster", "bucket").transformWithStateInPandas(
-        statefulProcessor=BucketProcessor(evaluator), outputStructType=VERDICT_DDL,
+        statefulProcessor=BucketProcessor(evaluator, publish=topic is not None),
+        outputStructType=STREAM_DDL,
         outputMode="Update", timeMode="None",
     )
     send = _produce(cluster_cfg, topic) if topic else None
@@ -291,7 +314,7 @@ def start_stream(
     def sink(batch: Any, batch_id: int) -> None:
         day = F.date_format(F.from_unixtime("evaluated_at"), "yyyy-MM-dd")
         batch = batch.withColumn("date", day).persist()
-        batch.write.mode("append").partitionBy("cluster", "date").parquet(out)
+        batch.drop("detail").write.mode("append").partitionBy("cluster", "date").parquet(out)
         if send is not None:
             batch.foreachPartition(send)
         batch.unpersist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from types import TracebackType
 
 from monitor.config import MonitorConfig
@@ -34,9 +35,17 @@ class ServiceThread:
             self._started.set()
 
     def start(self) -> ServiceThread:
+        """Start, and return once the HTTP server listens (``service.http_port`` is set)."""
         self._thread.start()
         if not self._started.wait(30):
             raise RuntimeError("service thread did not start")
+        deadline = time.monotonic() + 30
+        while self.service.http_port is None:
+            if self._error is not None or not self._thread.is_alive():
+                raise RuntimeError("service failed to start") from self._error
+            if time.monotonic() > deadline:
+                raise RuntimeError("service HTTP server not listening after 30 s")
+            time.sleep(0.02)
         return self
 
     def stop(self) -> None:
