@@ -3,10 +3,11 @@ configuration, giving each group's status timeline, the alerts that would have f
 lag-in-seconds percentiles per day, so windows and thresholds can be tuned before they change
 in production.
 
-Spark's part is the split, never the rules: rows are bucketed by group (log-end, metadata and
-clock rows go to every bucket), each bucket is replayed by one :class:`Replayer` in one pandas
-call (the service's store, windows and vectorised rules over all of the bucket's groups), and
-the per-group results are plain aggregations. The same functions run without Spark
+Spark's part is the split, never the rules: rows are bucketed by group (a topic's log ends go
+to the buckets of the groups that read it, metadata and clock rows to every bucket), each
+bucket is replayed by one :class:`Replayer` in one pandas call (the service's store, windows
+and vectorised rules over all of the bucket's groups), and the per-group results are plain
+aggregations. The same functions run without Spark
 (:func:`backtest_local`) for small recordings, tests and the benchmark's reference.
 """
 
@@ -157,19 +158,30 @@ def backtest_local(
 # ---------------------------------------------------------------------- on Spark
 
 
-def bucketed(rows: Any, buckets: int) -> Any:
+def bucketed(rows: Any, buckets: int, *, route_log_ends: bool = False) -> Any:
     """Rows with a ``bucket``: a group's rows go to its bucket, rows that concern every group
-    (log ends, metadata, clock marks) to every bucket; canary snapshots are left out."""
+    (log ends, metadata, clock marks) to every bucket; canary snapshots are left out.
+
+    ``route_log_ends`` (batch only: it needs the whole input): a topic's log ends go only to
+    the buckets of the groups that commit to it, not to every bucket. A group's verdict reads
+    only the log ends of its own partitions, so the verdicts are the same, and with B buckets
+    the log ends are shuffled and replayed about once instead of B times."""
     from pyspark.sql import functions as F
 
     per_group = rows.filter(F.col("group").isNotNull() & (F.col("kind") != "canary"))
     per_group = per_group.withColumn(
         "bucket", F.pmod(F.xxhash64("group"), F.lit(buckets)).cast("int")
     )
-    shared = rows.filter(F.col("group").isNull()).withColumn(
-        "bucket", F.explode(F.sequence(F.lit(0), F.lit(buckets - 1)))
-    )
-    return per_group.unionByName(shared)
+    shared = rows.filter(F.col("group").isNull())
+    if route_log_ends:
+        readers = (per_group.filter(F.col("kind") == "commits")
+                   .select("cluster", "topic", "bucket").distinct())
+        log_ends = shared.filter(F.col("kind") == "log_ends").join(
+            F.broadcast(readers), ["cluster", "topic"])
+        shared = shared.filter(F.col("kind") != "log_ends")
+    shared = shared.withColumn("bucket", F.explode(F.sequence(F.lit(0), F.lit(buckets - 1))))
+    out = per_group.unionByName(shared)
+    return out.unionByName(log_ends) if route_log_ends else out
 
 
 def run_backtest(
@@ -189,7 +201,7 @@ def run_backtest(
         return replay_frame(frame, config, rounds=rounds, step=step)
 
     evals = (
-        bucketed(rows, buckets).groupBy("cluster", "bucket")
+        bucketed(rows, buckets, route_log_ends=True).groupBy("cluster", "bucket")
         .applyInPandas(replay_bucket, schema=verdict_ddl)
         .withColumn("bucket", F.pmod(F.xxhash64("group"), F.lit(buckets)).cast("int"))
         .persist()

@@ -145,6 +145,11 @@ class Replayer:
         fresh_at, at = mark
         return None if fresh_at is None else fresh_at + max(0.0, self._now - at)
 
+    def seen_until(self, cluster: str) -> float | None:
+        """The time of the latest clock mark of ``cluster``: what was read up to then."""
+        mark = self._fresh.get(cluster)
+        return mark[1] if mark is not None else None
+
     def evaluate(self, cluster: str, now: float, *, detail: bool = False) -> Verdicts:
         """Evaluate one cluster now, as the service's evaluation round does (expiry first).
         ``detail``: also each group's whole status object as JSON (column ``detail``), as the

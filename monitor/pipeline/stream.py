@@ -250,7 +250,10 @@ class BucketProcessor(StatefulProcessor):
         for _ in replayer.replay(frame, rounds=False):
             pass
         cluster = str(key[0])
-        now = time.time()
+        # Judged as of the moment the batch's end offsets were taken (its "fresh" mark): the
+        # commits made since are not read yet, and a clock run on to the wall time would
+        # count the batch's own delay as consumer silence (a false STALL or STOP).
+        now = replayer.seen_until(cluster) or time.time()
         out = replayer.evaluate(cluster, now, detail=self.publish)
         if self.publish:
             gone = sorted(replayer.published.difference(out["group"]))
