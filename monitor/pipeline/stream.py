@@ -5,8 +5,11 @@ Spark state, statuses out to Parquet and to a compacted Kafka topic.
   here). Its offsets are the high watermarks of the offsets topic's partitions; each micro-batch
   is split into tasks that each read their own ranges of partitions with confluent-kafka and
   decode them with the service's reader (:class:`OffsetsTopicCollector`'s batch handling and
-  decoder, not a copy), plus one task that reads metadata and every partition's watermarks
-  with the service's collectors. Everything comes out as :mod:`monitor.pipeline.rows`.
+  decoder, not a copy), plus one task that hands over the metadata and log ends the driver
+  sampled with the service's collectors at the service's cadence since the last batch.
+  Everything comes out as :mod:`monitor.pipeline.rows`; commits are replayed at their commit
+  times, between the log-end samples taken before and after them, as the service sees them.
+* Judged as of each batch's end offsets (its ``fresh`` mark), not the wall clock.
 * State: rows are keyed by (cluster, bucket of groups); ``transformWithStateInPandas`` keeps one
   :class:`Replayer` per bucket (the service's store and windows, pickled into a value state) and
   evaluates all of the bucket's groups at once with the service's vectorised rules each batch.
@@ -20,6 +23,7 @@ Spark state, statuses out to Parquet and to a compacted Kafka topic.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,8 +36,9 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from monitor.collectors.broker_offsets import BrokerOffsetsCollector
 from monitor.collectors.metadata import MetadataCollector
 from monitor.collectors.offsets_topic import READER_PROPERTIES, OffsetsTopicCollector
-from monitor.config import ClusterConfig, EvaluatorConfig, load_config
+from monitor.config import ClusterConfig, CollectorsConfig, EvaluatorConfig, load_config
 from monitor.kafka_client import client_config
+from monitor.observations import CommitBatch
 from monitor.pipeline.backtest import bucketed
 from monitor.pipeline.replay import VERDICT_DDL, Replayer, extend
 from monitor.pipeline.rows import SPARK_DDL, ClockMark, RowBuilder
@@ -98,6 +103,50 @@ def _consumer(cluster: ClusterConfig, role: str) -> Consumer:
     }))
 
 
+class _LogEndSampler:
+    """Metadata and every partition's log end sampled on the driver, every
+    ``collectors.broker_offsets_interval`` as the service samples them, not once per batch:
+    Burrow's rules judge each commit against the log end known when it was stored, so the
+    stream must see log ends at the service's cadence to reach the service's verdicts (a
+    lagging consumer's lag grows at each commit only if the log end moved in between)."""
+
+    def __init__(self, cluster: ClusterConfig, collectors: CollectorsConfig) -> None:
+        self._capture = _Capture()
+        store = cast(Store, self._capture)
+        self._metadata = MetadataCollector(cluster, collectors.metadata_interval, store)
+        self._offsets = BrokerOffsetsCollector(cluster, collectors.broker_offsets_interval,
+                                               store)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._next_metadata = 0.0
+        self._round()  # the first batch has log ends to judge its commits against
+        self._thread = threading.Thread(target=self._run, name="log-end-sampler", daemon=True)
+        self._thread.start()
+
+    def _round(self) -> None:
+        with self._lock:  # run_once never raises: a failed round is simply not sampled
+            if time.monotonic() >= self._next_metadata and self._metadata.run_once():
+                self._next_metadata = time.monotonic() + self._metadata.interval
+            self._offsets.run_once()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._offsets.interval):
+            self._round()
+
+    def drain(self) -> list[object]:
+        """The observations sampled since the last drain."""
+        with self._lock:
+            taken, self._capture.observations = self._capture.observations, []
+        return taken
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(self._offsets.interval + 30)
+        with self._lock:
+            self._metadata.close()
+            self._offsets.close()
+
+
 class ObservationsSource(DataSource):
     """Options: ``config`` (the monitor's YAML, readable on every executor), ``cluster``
     (default: the first), ``tasks`` (Spark tasks reading the offsets topic, default 2)."""
@@ -119,6 +168,8 @@ class ObservationsReader(DataSourceStreamReader):
         self.cluster_name = options.get("cluster")
         self.tasks = max(1, int(options.get("tasks", "2")))
         self._driver_consumer: Consumer | None = None
+        self._sampler: _LogEndSampler | None = None
+        self._samples: dict[int, list[object]] = {}  # tick -> what the sampler saw before it
 
     def _cluster(self) -> ClusterConfig:
         return load_cluster(self.path, self.cluster_name)[0]
@@ -145,10 +196,14 @@ class ObservationsReader(DataSourceStreamReader):
         return {"p": start, "tick": 0, "at": time.time()}
 
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
-        # A new tick every trigger: every batch re-reads the log ends and re-evaluates.
+        # A new tick every trigger: every batch brings the log ends sampled since the last
+        # one and re-evaluates.
+        if self._sampler is None:
+            self._sampler = _LogEndSampler(self._cluster(), load_config(self.path).collectors)
+        tick = int(start["tick"]) + 1
+        self._samples[tick] = self._sampler.drain()
         marks = self._watermarks()
-        return {"p": {p: hi for p, (_lo, hi) in marks.items()}, "tick": int(start["tick"]) + 1,
-                "at": time.time()}
+        return {"p": {p: hi for p, (_lo, hi) in marks.items()}, "tick": tick, "at": time.time()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         ranges = [
@@ -161,7 +216,10 @@ class ObservationsReader(DataSourceStreamReader):
             for i in range(self.tasks)
             if ranges[i :: self.tasks]
         ]
-        parts.append(InputPartition({"kind": "broker", "at": float(end["at"])}))
+        # Samples are None for a batch planned by an earlier driver (a restart): its task
+        # then samples once itself.
+        parts.append(InputPartition({"kind": "broker", "at": float(end["at"]),
+                                     "samples": self._samples.get(int(end["tick"]))}))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -171,8 +229,11 @@ class ObservationsReader(DataSourceStreamReader):
         capture: _Capture = state["capture"]
         capture.observations = []
         if value["kind"] == "broker":
-            state["metadata"].collect()
-            state["offsets"].collect()
+            if value.get("samples") is not None:
+                capture.observations.extend(value["samples"])
+            else:
+                state["metadata"].collect()
+                state["offsets"].collect()
             capture.observations.append(ClockMark(cluster.name, "fresh", value["at"]))
         else:
             if state["consumer"] is None:
@@ -181,17 +242,35 @@ class ObservationsReader(DataSourceStreamReader):
         rows = RowBuilder()
         for i, obs in enumerate(capture.observations):
             at = cast(float, getattr(obs, "observed_at", None) or getattr(obs, "at", 0.0))
+            first = len(rows)
             rows.add(0, int(at * 1e6) * 16 + i % 16, obs)  # time order across tasks
+            if isinstance(obs, CommitBatch):
+                _at_commit_times(rows, first)
         capture.observations = []
         yield from rows.to_arrow().to_batches()
 
     def commit(self, end: dict) -> None:
-        pass
+        for tick in [t for t in self._samples if t <= int(end["tick"])]:
+            del self._samples[tick]
 
     def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
         if self._driver_consumer is not None:
             self._driver_consumer.close()
             self._driver_consumer = None
+
+
+def _at_commit_times(rows: RowBuilder, first: int) -> None:
+    """Replay the commits from ``first`` on at their commit times (Kafka's, in ms), not at the
+    time the task read them: the replay then stores each commit after the log-end samples
+    taken before it was made and before those taken after, as the service (which reads
+    commits as they are written) does. Commits of one millisecond form one observation."""
+    seq, times = rows.cols["seq"], rows.cols["commit_time"]
+    for j in range(first, len(seq)):
+        if times[j] is not None:
+            seq[j] = int(times[j]) * 16_000  # the microsecond * 16 scale of the other keys
 
 
 def _read_ranges(
