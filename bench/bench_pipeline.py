@@ -13,9 +13,10 @@ topic: log ends of every partition and a commit of every group-partition each ro
 * ``backtest``: ``run_backtest`` on ``local[1]`` and ``local[2]``, and
   ``scaling_backtest`` = 2 cores / 1 core (target >= 1.6);
 * ``stream``: the streaming job's stateful stage (bucketing + ``transformWithStateInPandas``
-  holding a replayer per bucket) fed the same rows as a file stream, ``--batches`` files per
-  run, to completion, on 1 and 2 cores, and ``scaling_stream``. The Kafka reading of the real
-  stream is ``bench_offsets_topic.py``'s subject and is not repeated here;
+  holding a replayer per bucket) fed the same rows as a file stream, ``--batches``
+  micro-batches of ``--split`` files each (read by as many tasks, as the real source's tasks
+  read their partitions), to completion, on 1 and 2 cores, and ``scaling_stream``. The Kafka
+  reading of the real stream is ``bench_offsets_topic.py``'s subject and is not repeated here;
 * ``ratio_*``: each Spark figure over the in-process one.
 
 The same job (``--buckets``, default 2: one bucket per core of the larger run) runs on both
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -49,8 +51,10 @@ CLUSTER = "bench"
 T0 = 1_700_000_000.0
 
 
-def write_recording(root: Path, groups: int, rounds: int, files: int) -> int:
-    """The recording, split into ``files`` files of consecutive rounds; returns its rows."""
+def write_recording(root: Path, groups: int, rounds: int, files: int, split: int = 1) -> int:
+    """The recording, in ``files`` chunks of consecutive rounds, each chunk written as
+    ``split`` files (a stream micro-batch each, read by ``split`` tasks as the real source's
+    tasks read their partitions); returns its rows."""
     import pyarrow.parquet as pq
 
     folder = root / "observations" / f"cluster={CLUSTER}" / "date=2023-11-14"
@@ -85,7 +89,11 @@ def write_recording(root: Path, groups: int, rounds: int, files: int) -> int:
             ))
             rows.add(1, seq, ClockMark(CLUSTER, "round", now + 2, now + 2))
         table = rows.to_arrow(with_cluster=False)
-        pq.write_table(table, folder / f"part-{f:06d}.parquet")
+        step = -(-table.num_rows // split)
+        for j in range(split):
+            path = folder / f"part-{f:06d}-{j}.parquet"
+            pq.write_table(table.slice(j * step, step), path)
+            os.utime(path, (T0 + f, T0 + f))  # the file source takes the oldest files first
         total += table.num_rows
     return total
 
@@ -103,7 +111,7 @@ def best(repeat: int, fn: Any) -> tuple[float, Any]:
 
 
 def spark_figures(recording: Path, rows: int, cores: int, buckets: int,
-                  work: Path, repeat: int) -> dict[str, Any]:
+                  work: Path, repeat: int, split: int) -> dict[str, Any]:
     from monitor.pipeline.backtest import bucketed
     from monitor.pipeline.rows import SPARK_DDL
     from monitor.pipeline.spark import spark_session
@@ -129,7 +137,7 @@ def spark_figures(recording: Path, rows: int, cores: int, buckets: int,
                     "evaluations": evaluations}
 
         ddl = SPARK_DDL.replace("`cluster` string, ", "") + ", `cluster` string, `date` string"
-        source = (spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1)
+        source = (spark.readStream.schema(ddl).option("maxFilesPerTrigger", split)
                   .parquet(str(recording / "observations")))
         stateful = bucketed(source, buckets).groupBy("cluster", "bucket")
         out = stateful.transformWithStateInPandas(
@@ -159,17 +167,19 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=6, help="files = stream micro-batches")
     parser.add_argument("--buckets", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3, help="timed runs; the best counts")
+    parser.add_argument("--split", type=int, default=2,
+                        help="files per micro-batch: the tasks that read it (one per core)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     try:
         recording = work / "recording"
-        rows = write_recording(recording, args.groups, args.rounds, args.batches)
+        rows = write_recording(recording, args.groups, args.rounds, args.batches, args.split)
         frame = read_local(recording)
         seconds, evals = best(args.repeat, lambda: replay_frame(frame, EvaluatorConfig()))
         inprocess = {"seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
                      "evaluations": len(evals)}
-        figures = {c: spark_figures(recording, rows, c, args.buckets, work, args.repeat)
-                   for c in (1, 2)}
+        figures = {c: spark_figures(recording, rows, c, args.buckets, work, args.repeat,
+                                    args.split) for c in (1, 2)}
         one, two = figures[1], figures[2]
         result = {
             "benchmark": "pipeline",

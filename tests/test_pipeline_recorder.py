@@ -207,3 +207,31 @@ def test_replayer_state_survives_pickling(recording: tuple[Path, list[dict[str, 
     out += list(second.replay(rows.iloc[half:]))
     replayed = [dict(zip(v["group"], v["status"], strict=True)) for v in out]
     assert replayed == seen
+
+
+def test_stream_replays_commits_between_the_log_ends_sampled_around_them() -> None:
+    """The stream's tasks read commits seconds after they were made; replayed at their commit
+    times, each commit is stored against the log end sampled just before it, as the service
+    stores it, and a lagging consumer's lag grows at every commit (WARN), as in the service."""
+    from monitor.pipeline.rows import RowBuilder, events
+    from monitor.pipeline.stream import _at_commit_times
+
+    t0 = 1_700_000_000.0
+    rows = RowBuilder()
+    for i, t in enumerate((t0, t0 + 2, t0 + 4, t0 + 6)):  # log end +100 every 2 s
+        rows.add(0, int(t * 1e6) * 16 + i, BrokerOffsets("c", t, ["t"], [0], [0], [1000 + 50 * i]))
+    read_at = t0 + 7  # one task read the three commits at once, after every sample
+    commits = CommitBatch("c", "offsets_topic", read_at, ["g"] * 3, ["t"] * 3, [0] * 3,
+                          [990, 1020, 1050], [round((t0 + 1 + 2 * k) * 1000) for k in range(3)],
+                          [1, 2, 3])
+    first = len(rows)
+    rows.add(0, int(read_at * 1e6) * 16, commits)
+    _at_commit_times(rows, first)
+    order = [type(e.observation).__name__ for e in events(rows.to_pandas())]
+    assert order == ["BrokerOffsets", "CommitBatch"] * 3 + ["BrokerOffsets"]
+    replayer = Replayer(EvaluatorConfig())
+    for _ in replayer.replay(rows.to_pandas(), rounds=False):
+        pass
+    window = replayer.store.group_windows("c", "g")
+    assert window is not None
+    assert [entry["lag"] for entry in window[("t", 0)]] == [10, 30, 50]
