@@ -195,6 +195,7 @@ def run_backtest(
     rows = spark.read.parquet(str(Path(recording) / OBSERVATIONS))
     if dates is not None:
         rows = rows.filter((F.col("date") >= dates[0]) & (F.col("date") <= dates[1]))
+    rows = rows.drop("date")  # a folder name, not an observation: not shipped to Python
     verdict_ddl = ", ".join(f"`{n}` {t}" for n, t in VERDICT_COLUMNS)
 
     def replay_bucket(frame: Any) -> Any:
