@@ -10,14 +10,13 @@ from __future__ import annotations
 from grafanalib.core import Dashboard, Stat
 
 from dashboards.common import (
-    DATASOURCE,
     dashboard,
     dashboard_link,
     layout,
     query_variable,
     series,
+    stat,
     steps,
-    target,
 )
 
 UID = "kafka-monitor-canary"
@@ -32,11 +31,8 @@ def _quantiles(metric: str, by: str, legend: str) -> list[tuple[str, str]]:
 
 def _stat(title: str, expr: str, unit: str, thresholds: list[dict[str, object]],
           description: str) -> Stat:
-    return Stat(
-        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="area",
-        format=unit, description=description, targets=[target(expr, "{{cluster}}")],
-        thresholds=thresholds,
-    )
+    return stat(title, expr, thresholds=thresholds, legend="{{cluster}}", unit=unit,
+                description=description, graph_mode="area")
 
 
 def build() -> Dashboard:

@@ -18,6 +18,7 @@ from dashboards.common import (
     layout,
     query_variable,
     series,
+    stat,
     steps,
     target,
     value_mappings,
@@ -30,11 +31,8 @@ BROKER = "{{cluster}} / broker {{broker}}"
 
 def _stat(title: str, expr: str, thresholds: list[dict[str, object]], description: str,
           mappings: list[dict[str, object]] | None = None, unit: str = "none") -> Stat:
-    return Stat(
-        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="none",
-        colorMode="background", format=unit, description=description,
-        targets=[target(expr, "{{cluster}}")], thresholds=thresholds, mappings=mappings or [],
-    )
+    return stat(title, expr, thresholds=thresholds, legend="{{cluster}}", unit=unit,
+                description=description, mappings=mappings, color_mode="background")
 
 
 def _series(title: str, queries: list[tuple[str, str]], unit: str = "none",

@@ -16,6 +16,7 @@ from grafanalib.core import (
     Dashboard,
     GridPos,
     Panel,
+    Stat,
     Target,
     Template,
     Templating,
@@ -68,6 +69,20 @@ def target(
         format="table" if table else "time_series",
         datasource=DATASOURCE,
         intervalFactor=1,
+    )
+
+
+def stat(
+    title: str, expr: str, *, thresholds: list[dict[str, Any]], legend: str = "",
+    unit: str = "none", description: str | None = None,
+    mappings: list[dict[str, Any]] | None = None, graph_mode: str = "none",
+    color_mode: str = "value", text_mode: str = "auto",
+) -> Stat:
+    """A single-value panel showing the query's latest value."""
+    return Stat(
+        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode=graph_mode,
+        colorMode=color_mode, textMode=text_mode, format=unit, description=description,
+        targets=[target(expr, legend)], thresholds=thresholds, mappings=mappings or [],
     )
 
 

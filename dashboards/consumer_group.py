@@ -18,6 +18,7 @@ from dashboards.common import (
     layout,
     query_variable,
     series,
+    stat,
     steps,
     target,
     value_mappings,
@@ -31,12 +32,8 @@ def _stat(title: str, expr: str, unit: str = "none", *, legend: str = "",
           mappings: list[dict[str, object]] | None = None,
           thresholds: list[dict[str, object]] | None = None, text_mode: str = "auto",
           color_mode: str = "value") -> Stat:
-    return Stat(
-        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="none",
-        format=unit, targets=[target(expr, legend)], mappings=mappings or [],
-        thresholds=thresholds or steps((None, "blue")), textMode=text_mode,
-        colorMode=color_mode,
-    )
+    return stat(title, expr, thresholds=thresholds or steps((None, "blue")), legend=legend,
+                unit=unit, mappings=mappings, color_mode=color_mode, text_mode=text_mode)
 
 
 def _timeline(title: str, queries: list[tuple[str, str]], description: str) -> StateTimeline:

@@ -18,6 +18,7 @@ from dashboards.common import (
     dashboard,
     dashboard_link,
     layout,
+    stat,
     steps,
     target,
     value_mappings,
@@ -43,10 +44,8 @@ def _count(status: str, color: str) -> Stat:
 
 def _stat(title: str, expr: str, unit: str, description: str, thresholds: list[dict[str, object]],
           ) -> Stat:
-    return Stat(
-        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="area",
-        format=unit, description=description, targets=[target(expr)], thresholds=thresholds,
-    )
+    return stat(title, expr, thresholds=thresholds, unit=unit, description=description,
+                graph_mode="area")
 
 
 def _status_table() -> Table:

@@ -11,15 +11,14 @@ from __future__ import annotations
 from grafanalib.core import Dashboard, Stat
 
 from dashboards.common import (
-    DATASOURCE,
     GROUP_STATUS,
     dashboard,
     dashboard_link,
     layout,
     query_variable,
     series,
+    stat,
     steps,
-    target,
     value_mappings,
 )
 
@@ -30,11 +29,8 @@ WINDOW = "$__rate_interval"
 
 def _stat(title: str, expr: str, unit: str, thresholds: list[dict[str, object]],
           description: str, mappings: list[dict[str, object]] | None = None) -> Stat:
-    return Stat(
-        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="none",
-        colorMode="background", format=unit, description=description,
-        targets=[target(expr, "{{mirror}}")], thresholds=thresholds, mappings=mappings or [],
-    )
+    return stat(title, expr, thresholds=thresholds, legend="{{mirror}}", unit=unit,
+                description=description, mappings=mappings, color_mode="background")
 
 
 def build() -> Dashboard:

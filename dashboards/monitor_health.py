@@ -17,6 +17,7 @@ from dashboards.common import (
     layout,
     query_variable,
     series,
+    stat,
     steps,
     target,
 )
@@ -28,11 +29,8 @@ COLLECTOR = "{{cluster}} / {{collector}}"
 
 def _stat(title: str, expr: str, thresholds: list[dict[str, object]], description: str,
           unit: str = "none") -> Stat:
-    return Stat(
-        title=title, dataSource=DATASOURCE, reduceCalc="lastNotNull", graphMode="none",
-        colorMode="background", format=unit, description=description,
-        targets=[target(expr)], thresholds=thresholds,
-    )
+    return stat(title, expr, thresholds=thresholds, unit=unit, description=description,
+                color_mode="background")
 
 
 def _collector_table() -> Table:
