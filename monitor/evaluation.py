@@ -343,9 +343,12 @@ class PublishedEvaluation(ClusterEvaluation):
 
     def _build(self, name: str) -> GroupStatus:
         g = self._published[name]
-        skip = self._forgotten.get(name) or set()
-        parts = tuple(p for p in g.partitions if p.topic not in skip)
-        return replace(g, stale=name in self.stale_groups, partitions=parts)
+        stale = name in self.stale_groups
+        skip = self._forgotten.get(name)
+        if not skip and stale == g.stale:
+            return g  # the usual case: no copy per group and round
+        parts = tuple(p for p in g.partitions if p.topic not in (skip or ()))
+        return replace(g, stale=stale, partitions=parts)
 
 
 def _fresh_until(state: GroupState | None, reader_fresh: float | None) -> float:

@@ -52,7 +52,6 @@ class PipelineStatusesCollector(Collector):
         self._consumer: Consumer | None = None
         self._unread: set[int] | None = None  # partitions not yet read to the end once
         self.records = 0
-        self.tombstones = 0
         self.skipped: dict[str, int] = {}
         self._logged: set[str] = set()
         store.put_published(cluster.name, {})  # served from the stream from the start
@@ -120,7 +119,6 @@ class PipelineStatusesCollector(Collector):
             self._skip("filtered")
             return
         if value is None:
-            self.tombstones += 1
             found[group] = None
             return
         try:
