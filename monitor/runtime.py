@@ -3,6 +3,7 @@ benchmarks that measure the service as it runs)."""
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 
 # Young-generation threshold: CPython's default (700) runs a collection every 700 net
@@ -20,3 +21,10 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def enable_crash_traces() -> None:
+    """On a native crash (a segfault or abort inside librdkafka, say) print every thread's
+    Python stack to stderr before the process dies, so the log says which client call it
+    was: the only trace such a crash can leave."""
+    faulthandler.enable(all_threads=True)

@@ -34,7 +34,7 @@ from monitor.health_metrics import HealthMetrics
 from monitor.httpserver import build_app
 from monitor.probes import build_probes, probe_metrics
 from monitor.recorder import build_recorder
-from monitor.runtime import tune_gc
+from monitor.runtime import enable_crash_traces, tune_gc
 from monitor.store import Store
 
 _log = logging.getLogger("monitor.service")
@@ -274,6 +274,7 @@ def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
 def run(config: MonitorConfig) -> int:
     """The ``kafka-monitor run`` entry point: serve until SIGTERM or SIGINT."""
     tune_gc()
+    enable_crash_traces()
 
     async def main() -> None:
         stop = asyncio.Event()
