@@ -31,6 +31,9 @@ Status = Literal["OK", "WARN", "ERR"]
 STATUS_LEVEL: dict[Status, int] = {"OK": 0, "WARN": 1, "ERR": 2}
 TopicPartition = tuple[str, int]
 REPLICA_NOT_AVAILABLE = "REPLICA_NOT_AVAILABLE"
+LEADER_NOT_AVAILABLE = "LEADER_NOT_AVAILABLE"
+# Answers in which a 0.9 broker lists only the live replicas: the placement is not what it says.
+_PARTIAL_ANSWERS = frozenset({REPLICA_NOT_AVAILABLE, LEADER_NOT_AVAILABLE})
 
 
 # --------------------------------------------------------------------------- memory
@@ -46,10 +49,12 @@ class Placement:
 
 
 def update_placement(previous: Placement | None, metadata: ClusterMetadata) -> Placement:
-    """Fold one metadata answer into the memory. A partition flagged REPLICA_NOT_AVAILABLE
-    keeps its remembered replica list; deleted topics are forgotten; a broker stays known while
-    it is in metadata or still assigned replicas (so a decommissioned broker whose partitions
-    were moved away is forgotten, while a dead one is not)."""
+    """Fold one metadata answer into the memory. A partition flagged REPLICA_NOT_AVAILABLE or
+    LEADER_NOT_AVAILABLE (its leader died and no new one is elected yet: the moment a dead
+    leader's partitions are first seen) keeps its remembered replica list; deleted topics are
+    forgotten; a broker stays known while it is in metadata or still assigned replicas (so a
+    decommissioned broker whose partitions were moved away is forgotten, while a dead one is
+    not)."""
     old = previous.replicas if previous is not None else {}
     replicas: dict[TopicPartition, tuple[int, ...]] = {}
     for topic, parts in metadata.topics.items():
@@ -57,7 +62,7 @@ def update_placement(previous: Placement | None, metadata: ClusterMetadata) -> P
             tp = (topic, p.partition)
             before = old.get(tp)
             if (
-                p.error == REPLICA_NOT_AVAILABLE
+                p.error in _PARTIAL_ANSWERS
                 and before is not None
                 and set(p.replicas) < set(before)
             ):

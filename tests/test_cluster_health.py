@@ -166,6 +166,22 @@ def test_absent_metric_is_reported_absent_not_zero() -> None:
     assert broker["absent"] == ["under_min_isr_partitions"]
 
 
+def test_placement_memory_survives_the_dead_leaders_election() -> None:
+    """Partitions the dead broker led are first answered LEADER_NOT_AVAILABLE with the live
+    replicas only, then REPLICA_NOT_AVAILABLE once re-elected: both keep the remembered
+    replica list, so all three stay under-replicated (the first answer used to overwrite the
+    memory and the partition then looked fully replicated)."""
+    electing = meta({"t": [part(0, -1, (1, 2), (1, 2), "LEADER_NOT_AVAILABLE"),
+                           part(1, 1, (1, 2), (1, 2), RNA), part(2, 2, (2, 1), (2, 1), RNA)]},
+                    brokers=(1, 2))
+    placement = update_placement(None, HEALTHY)
+    placement = update_placement(placement, electing)
+    placement = update_placement(placement, BROKER0_DOWN)
+    assert placement.replicas[("t", 0)] == (0, 1, 2)
+    d = diagnose(BROKER0_DOWN, placement)
+    assert len(d.under_replicated) == 3 and d.suspect_broker == 0
+
+
 def test_placement_forgets_deleted_topics_and_trusts_reassignment() -> None:
     p = update_placement(None, HEALTHY)
     p = update_placement(p, meta({"u": [part(0, 1, (1, 2), (1, 2))]}, brokers=(1, 2)))
