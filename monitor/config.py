@@ -358,6 +358,12 @@ class EvaluatorConfig(_Model):
         description="a window with a single commit is STOP only after this much silence; a "
         "young one needs three of its commit gaps (Burrow: its span)",
     )
+    warn_lag_gaps: float = Field(
+        default=2.0, ge=0,
+        description="WARN needs the lag to have grown across the window and to exceed this "
+        "many commit gaps' worth of production (sampling between commits explains less); "
+        "0: Burrow's rule",
+    )
     live_member_stall: bool = Field(
         default=True,
         description="a partition that would be STOP while the group has live members is "

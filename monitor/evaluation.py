@@ -57,6 +57,7 @@ def rule_options(config: EvaluatorConfig) -> RuleOptions:
         burrow_err=config.burrow_status,
         live_member_stall=config.live_member_stall,
         young_window_stop_ms=config.young_window_stop * 1000.0,
+        warn_lag_gaps=config.warn_lag_gaps,
     )
 
 

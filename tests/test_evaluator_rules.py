@@ -136,7 +136,7 @@ def test_e_young_window_needs_three_gaps_of_silence() -> None:
     """Two commits 100 s apart, then 150 s of silence with lag: Burrow says STOP (one gap is
     its whole span); ours waits for three gaps. A lone commit waits young_window_stop_ms."""
     two = PartitionWindows.from_arrays(
-        [[100, 110]], [[1_000_000, 1_100_000]], [[5, 5]], [2], [50], [[200]], window_size=10
+        [[100, 110]], [[1_000_000, 1_100_000]], [[50, 60]], [2], [60], [[200]], window_size=10
     )
     assert evaluate_partitions(two, 1_250_000, BURROW).status[0] == Status.STOP
     # Not STOP: the next rules apply (lag never decreased: WARN).
@@ -153,6 +153,51 @@ def test_e_young_window_needs_three_gaps_of_silence() -> None:
     # Seconds after its only commit Burrow already calls it STALL (one offset is "all equal").
     assert evaluate_partitions(lone, 1_000_000, BURROW).status[0] == Status.STALL
     assert evaluate_partitions(lone, 1_000_000, RuleOptions()).status[0] == Status.OK
+
+
+def _steady(lags: list[int], step: int = 10) -> PartitionWindows:
+    """Five commits one second apart whose offsets advance ``step`` per commit, each stored
+    with the given lag at ingest (-1: unknown); the current lag is the largest."""
+    offsets = [1000 + step * i for i in range(len(lags))]
+    ts = [1_000_000 + 1000 * i for i in range(len(lags))]
+    return PartitionWindows.from_arrays(
+        [offsets], [ts], [lags], [len(lags)], [max(lags)], [[offsets[-1] + max(lags)]],
+        window_size=len(lags),
+    )
+
+
+@pytest.mark.parametrize("lags", [[9, 9, 9, 9, 9], [4, 4, 5, 5, 5], [2, 4, 6, 8, 10]])
+def test_f_lag_within_sampling_noise_is_not_warn(lags: list[int]) -> None:
+    """A consumer that keeps up with 10 records per commit gap, sampled at drifting phases: its
+    lag at ingest stays flat or creeps up for a whole window (as the real broker showed).
+    Burrow says WARN; ours waits for growth beyond two gaps of production."""
+    w = _steady(lags)
+    now = 1_004_500  # soon after the last commit: not STOP
+    assert evaluate_partitions(w, now, BURROW).status[0] == Status.WARN
+    assert evaluate_partitions(w, now, RuleOptions()).status[0] == Status.OK
+    assert evaluate_partitions(w, now, RuleOptions(warn_lag_gaps=0)).status[0] == Status.WARN
+
+
+def test_f_consumer_falling_behind_is_warn() -> None:
+    """8 of every 10 records consumed per gap: the lag grows 2 per commit. It is WARN once it
+    exceeds two gaps of production (20 records), and stays WARN while it keeps growing."""
+    now = 1_004_500
+    assert evaluate_partitions(_steady([30, 32, 34, 36, 38], step=8), now).status[0] == \
+        Status.WARN
+    assert evaluate_partitions(_steady([14, 16, 18, 20, 22], step=8), now).status[0] == \
+        Status.WARN
+    assert evaluate_partitions(_steady([10, 12, 14, 16, 18], step=8), now).status[0] == \
+        Status.OK
+    # A large lag that stays flat keeps pace: not falling behind (lag-in-seconds alerts cover
+    # "too far behind"); one that grew then fell back is not WARN in either rule set.
+    assert evaluate_partitions(_steady([500] * 5), now).status[0] == Status.OK
+    assert evaluate_partitions(_steady([500] * 5), now, BURROW).status[0] == Status.WARN
+    # The first and last *known* lags are compared (unknown lags are skipped, as Burrow does).
+    w = _steady([-1, 10, 12, 14, -1], step=8)
+    assert evaluate_partitions(w, now, BURROW).status[0] == Status.WARN
+    assert evaluate_partitions(w, now).status[0] == Status.OK  # 14 < 2 x 10
+    w = _steady([-1, 30, 32, 34, -1], step=8)
+    assert evaluate_partitions(w, now).status[0] == Status.WARN  # 34 > 2 x 10
 
 
 def test_empty_window_is_ok_with_complete_zero() -> None:
@@ -528,6 +573,7 @@ options_st = st.builds(
     marker_tolerance=st.integers(0, 3),
     burrow_err=st.booleans(),
     live_member_stall=st.booleans(),
+    warn_lag_gaps=st.sampled_from([0.0, 0.5, 2.0]),
 )
 
 

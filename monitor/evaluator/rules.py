@@ -52,6 +52,16 @@ turns all of them off and reproduces Burrow exactly):
     offsets are "equal"). Here the silence must exceed at least three of the window's commit
     gaps, a lone commit waits at least this long for STOP, and STALL and WARN need a trend,
     i.e. two commits.
+(f) ``warn_lag_gaps`` (default 2; 0 disables) -- Burrow's WARN ("lag never decreased across
+    the window") fires on healthy consumers: the lag stored with a commit is the newest log
+    end minus the committed offset, sampled at times (the consumer's commit, our read of it,
+    our log-end refresh) whose phases drift against each other, so a consumer that keeps up
+    shows a lag of up to about one commit gap of production that creeps up or stays flat for
+    many commits in a row (seen on the real broker: WARN most of the time for a consumer with
+    a lag of 0.5 s). Here WARN also needs the lag to have grown across the window (a flat lag
+    is a consumer keeping pace) and the last lag to exceed this many commit gaps' worth of
+    production (the log end's advance over the window per gap): more than sampling can
+    explain. A consumer that really falls behind passes that bound as its lag keeps growing.
 
 Group status is the worst partition status by :class:`Status` value:
 OK < WARN < REWIND < STALL < STOP. REWIND ranks above WARN (offsets went backwards: data is
@@ -138,13 +148,14 @@ class RuleOptions:
     burrow_err: bool = False  # (c) group status in Burrow's codes (ERR)
     live_member_stall: bool = True  # (d) STOP with a live member -> STALL
     young_window_stop_ms: float = 60_000.0  # (e) 0 disables; see the module docstring
+    warn_lag_gaps: float = 2.0  # (f) 0 disables; see the module docstring
 
     def __post_init__(self) -> None:
         if min(self.allowed_lag, self.marker_tolerance, self.idle_grace_ms,
-               self.young_window_stop_ms) < 0:
+               self.young_window_stop_ms, self.warn_lag_gaps) < 0:
             raise ValueError(
-                "allowed_lag, marker_tolerance, idle_grace_ms and young_window_stop_ms "
-                "must be >= 0"
+                "allowed_lag, marker_tolerance, idle_grace_ms, young_window_stop_ms and "
+                "warn_lag_gaps must be >= 0"
             )
 
     @classmethod
@@ -156,6 +167,7 @@ class RuleOptions:
             burrow_err=True,
             live_member_stall=False,
             young_window_stop_ms=0.0,
+            warn_lag_gaps=0.0,
         )
 
 
@@ -326,6 +338,11 @@ def evaluate_partitions(
         decrease |= lag_known[j] & (lags[j] < prev)
         np.copyto(prev, lags[j], where=lag_known[j])
     lag_not_decreasing = filled & ~decrease
+    warn_trend = lag_not_decreasing
+    if opt.warn_lag_gaps > 0:
+        warn_trend = lag_not_decreasing & _lag_beyond_sampling(
+            off, lags, lag_known, opt.warn_lag_gaps
+        )
 
     # checkIfRecentLagZero: some stored log end <= last committed offset.
     ring = w.broker_offsets.T
@@ -383,7 +400,7 @@ def evaluate_partitions(
     rest = judged & ~is_stop & ~is_rewind & lag_always_not_zero
     if opt.young_window_stop_ms > 0:
         rest &= cnt >= 2  # (e): one commit shows no trend (Burrow: STALL, as all "equal")
-    status[rest & lag_not_decreasing] = Status.WARN
+    status[rest & warn_trend] = Status.WARN
     status[rest & stalled] = Status.STALL  # STALL is checked before WARN in Burrow
     status[held & ~is_rewind] = Status.STALL
     status[is_rewind] = Status.REWIND
@@ -404,6 +421,24 @@ def evaluate_partitions(
         markers_only=markers_only,
         stop_clock_ms=np.asarray(stop_clock, dtype=np.float64),
     )
+
+
+def _lag_beyond_sampling(
+    off: IntArray, lags: IntArray, lag_known: BoolArray, gaps: float
+) -> BoolArray:
+    """(f): between the first and the last known lag of each window (``[W, P]`` slot-major
+    inputs), the lag grew and ended above ``gaps`` commit gaps' worth of production (the
+    log end, offset + lag, advanced this much per gap on average)."""
+    width, p = off.shape
+    col = np.arange(p, dtype=np.int64)
+    first_j = np.argmax(lag_known, axis=0).astype(np.int64)
+    last_j = (width - 1 - np.argmax(lag_known[::-1], axis=0)).astype(np.int64)
+    first_i, last_i = first_j * p + col, last_j * p + col
+    first_lag, last_lag = lags.reshape(-1)[first_i], lags.reshape(-1)[last_i]
+    produced = (off.reshape(-1)[last_i] + last_lag) - (off.reshape(-1)[first_i] + first_lag)
+    per_gap = produced / np.maximum(last_j - first_j, 1)
+    grew = np.any(lag_known, axis=0) & (last_j > first_j) & (last_lag > first_lag)
+    return grew & (last_lag > gaps * per_gap)
 
 
 class GroupIndex:
