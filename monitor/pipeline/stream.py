@@ -13,9 +13,9 @@ Spark state, statuses out to Parquet and to a compacted Kafka topic.
 * State: rows are keyed by (cluster, bucket of groups); ``transformWithStateInPandas`` keeps one
   :class:`Replayer` per bucket (the service's store and windows, pickled into a value state) and
   evaluates all of the bucket's groups at once with the service's vectorised rules each batch.
-* Sink: every batch's verdicts appended to Parquet (``cluster=/date=`` folders) and, with a
-  topic, each group's status object (the v3 API's, :mod:`monitor.status_json`) produced to it
-  keyed ``cluster/group``, a tombstone when the group is gone. Create the topic with
+* Sink: with a topic, each group's status object (the v3 API's, :mod:`monitor.status_json`)
+  produced to it keyed ``cluster/group``, a tombstone when the group is gone; then every
+  batch's verdicts appended to Parquet (``cluster=/date=`` folders). Create the topic with
   ``cleanup.policy=compact``: it keeps the latest verdict per group, and a service with
   ``offsets_source: pipeline`` serves from it
   (:mod:`monitor.collectors.pipeline_statuses`).
@@ -396,9 +396,12 @@ def start_stream(
     def sink(batch: Any, batch_id: int) -> None:
         day = F.date_format(F.from_unixtime("evaluated_at"), "yyyy-MM-dd")
         batch = batch.withColumn("date", day).persist()
-        batch.drop("detail").write.mode("append").partitionBy("cluster", "date").parquet(out)
+        # The topic first: it is what services serve live, and a verdict in the Parquet
+        # record is then always in the topic too (a query stopped mid-batch used to leave
+        # the record ahead of the topic).
         if send is not None:
             batch.foreachPartition(send)
+        batch.drop("detail").write.mode("append").partitionBy("cluster", "date").parquet(out)
         batch.unpersist()
 
     return (
