@@ -57,8 +57,8 @@ turns all of them off and reproduces Burrow exactly):
     end minus the committed offset, sampled at times (the consumer's commit, our read of it,
     our log-end refresh) whose phases drift against each other, so a consumer that keeps up
     shows a lag of up to about one commit gap of production that creeps up or stays flat for
-    many commits in a row (seen on the real broker: WARN most of the time for a consumer with
-    a lag of 0.5 s). Here WARN also needs the lag to have grown across the window (a flat lag
+    many commits in a row (seen on the real broker: WARN most of the time for a consumer a
+    few records, under 2 s, behind). Here WARN also needs the lag to have grown across the window (a flat lag
     is a consumer keeping pace) and the last lag to exceed this many commit gaps' worth of
     production (the log end's advance over the window per gap): more than sampling can
     explain. A consumer that really falls behind passes that bound as its lag keeps growing.
