@@ -99,6 +99,7 @@ def test_the_issue_s_alerts_exist() -> None:
         "KafkaUnderReplicatedPartitions": "under_replicated_partitions > 0",
         "KafkaActiveControllerCount": "!= 1",
         "KafkaOfflinePartitions": "offline_partitions) > 0",
+        "KafkaUnderMinIsrPartitions": "kafka_broker_under_min_isr_partitions",
         "KafkaBrokerRequestHandlerIdleLow": "kafka_broker_request_handler_avg_idle_ratio",
         "KafkaMonitorDown": 'up{job="kafka-monitor"} == 0',
         "KafkaMonitorCollectorFailing": "kafka_monitor_collector_consecutive_errors",

@@ -69,10 +69,16 @@ def get_json(url: str) -> Any:
 
 
 def exported_names(monitor: str) -> set[str]:
-    """Sample names in the monitor's /metrics (``_total`` included, as PromQL sees them)."""
+    """Sample names in the monitor's /metrics (``_total`` included, as PromQL sees them), and
+    the broker families declared without samples because every broker lacks the MBean (the
+    health API lists it ``absent``: under-min-ISR on Kafka 0.9), which a newer broker fills."""
     with urllib.request.urlopen(f"{monitor}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+        families = list(text_string_to_metric_families(response.read().decode()))
+    names = {s.name for f in families for s in f.samples}
+    jmx = get_json(f"{monitor}/v3/kafka/local/health")["health"]["jmx"]
+    lacking = set.intersection(*(set(b["absent"]) for b in jmx.values())) if jmx else set()
+    return names | {f.name for f in families
+                    if not f.samples and f.name.removeprefix("kafka_broker_") in lacking}
 
 
 def shortened_rules(directory: Path) -> list[Path]:

@@ -58,10 +58,11 @@ turns all of them off and reproduces Burrow exactly):
     our log-end refresh) whose phases drift against each other, so a consumer that keeps up
     shows a lag of up to about one commit gap of production that creeps up or stays flat for
     many commits in a row (seen on the real broker: WARN most of the time for a consumer a
-    few records, under 2 s, behind). Here WARN also needs the lag to have grown across the window (a flat lag
-    is a consumer keeping pace) and the last lag to exceed this many commit gaps' worth of
-    production (the log end's advance over the window per gap): more than sampling can
-    explain. A consumer that really falls behind passes that bound as its lag keeps growing.
+    few records, under 2 s, behind). Here WARN also needs the lag to have grown across the
+    window (a flat lag is a consumer keeping pace) and the last lag to exceed this many
+    commit gaps' worth of production (the log end's advance over the window per gap): more
+    than sampling can explain. A consumer that really falls behind passes that bound as its
+    lag keeps growing.
 
 Group status is the worst partition status by :class:`Status` value:
 OK < WARN < REWIND < STALL < STOP. REWIND ranks above WARN (offsets went backwards: data is
