@@ -40,7 +40,7 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 
 
-def parse_duration(value: Any) -> float:
+def parse_duration(value: Any, zero_allowed: bool = False) -> float:
     """Durations are written as operators write them (``500ms``, ``10s``, ``5m``, ``7d``) or as
     plain numbers of seconds."""
     if isinstance(value, bool):
@@ -51,13 +51,20 @@ def parse_duration(value: Any) -> float:
         seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
     else:
         raise ValueError(f"expected a duration such as 10s, 5m or 7d, got {value!r}")
-    if seconds <= 0:
+    if seconds < 0 or (seconds == 0 and not zero_allowed):
         raise ValueError("a duration must be greater than zero")
     return seconds
 
 
+def parse_duration_or_off(value: Any) -> float:
+    """A duration where 0 turns the option off (Burrow's behaviour)."""
+    return parse_duration(value, zero_allowed=True)
+
+
 def format_duration(seconds: float) -> str:
     """Inverse of :func:`parse_duration`, choosing the largest unit that divides exactly."""
+    if seconds == 0:
+        return "0s"
     for unit in ("d", "h", "m", "s"):
         size = _DURATION_UNITS[unit]
         if seconds >= size and (seconds / size).is_integer():
@@ -67,6 +74,10 @@ def format_duration(seconds: float) -> str:
 
 Duration = Annotated[
     float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)
+]
+DurationOrOff = Annotated[
+    float, BeforeValidator(parse_duration_or_off),
+    PlainSerializer(format_duration, return_type=str),
 ]
 
 
@@ -353,16 +364,22 @@ class EvaluatorConfig(_Model):
     burrow_status: bool = Field(
         default=False, description="report group status as Burrow does (STOP/STALL/REWIND -> ERR)"
     )
-    young_window_stop: Duration = Field(
+    young_window_stop: DurationOrOff = Field(
         default=60.0,
         description="a window with a single commit is STOP only after this much silence; a "
-        "young one needs three of its commit gaps (Burrow: its span)",
+        "young one needs three of its commit gaps (0: Burrow's rule, its span)",
     )
     warn_lag_gaps: float = Field(
         default=2.0, ge=0,
         description="WARN needs the lag to have grown across the window and to exceed this "
         "many commit gaps' worth of production (sampling between commits explains less); "
         "0: Burrow's rule",
+    )
+    gone_stop: DurationOrOff = Field(
+        default=10.0,
+        description="a group whose consumers all left (seen with live members, now none) and "
+        "that has lag is STOP after this much silence, not after its window's span (0: "
+        "Burrow's rule, the span)",
     )
     live_member_stall: bool = Field(
         default=True,

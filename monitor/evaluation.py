@@ -58,6 +58,7 @@ def rule_options(config: EvaluatorConfig) -> RuleOptions:
         live_member_stall=config.live_member_stall,
         young_window_stop_ms=config.young_window_stop * 1000.0,
         warn_lag_gaps=config.warn_lag_gaps,
+        gone_stop_ms=config.gone_stop * 1000.0,
     )
 
 
@@ -301,13 +302,15 @@ class Evaluator:
         names = data.group_names
         fresh = np.array([_fresh_until(states.get(n), reader_fresh) for n in names])
         alive = np.array([bool(states.get(n) and states[n].has_members) for n in names])
+        left = np.array([_left_ms(states.get(n)) for n in names], dtype=np.float64)
         g = data.group_ids
         # Each group's clock stops where its offsets were last known current.
         now_ms = np.minimum(now, fresh)[g] * 1000.0
         groups = GroupIndex(g, len(names))
         w = data.windows
         parts, group_results = evaluate(
-            w, groups, now_ms, self.options, data.history, alive=alive[g]
+            w, groups, now_ms, self.options, data.history, alive=alive[g],
+            left_ms=left[g] if left.size else None,
         )
         last = np.maximum(w.counts - 1, 0)
         rows = np.arange(w.size)
@@ -350,6 +353,11 @@ class PublishedEvaluation(ClusterEvaluation):
             return g  # the usual case: no copy per group and round
         parts = tuple(p for p in g.partitions if p.topic not in (skip or ()))
         return replace(g, stale=stale, partitions=parts)
+
+
+def _left_ms(state: GroupState | None) -> float:
+    """When the group's consumers left, in ms (NaN: they did not)."""
+    return np.nan if state is None or state.left_at is None else state.left_at * 1000.0
 
 
 def _fresh_until(state: GroupState | None, reader_fresh: float | None) -> float:

@@ -101,6 +101,9 @@ class _Group:
     rows: dict[TopicPartition, int] = field(default_factory=dict)  # window row per partition
     gid: int = -1  # id in the cluster's Windows, -1 until the first commit
     offsets_at: float = 0.0  # when its offsets were last read (any source)
+    live_at: float | None = None  # last seen with live members
+    left_at: float | None = None  # first seen without them after that (None: live, or never)
+    exact: bool = False  # its windows are fed by __consumer_offsets (source ``both``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,7 @@ class GroupState:
     membership: GroupMembership | None
     offsets_at: float
     stale_error: str | None
+    left_at: float | None = None  # when its consumers were seen to have left (None: not)
 
     @property
     def has_members(self) -> bool:
@@ -120,6 +124,15 @@ class GroupState:
 def _has_members(m: GroupMembership | None) -> bool:
     """A consumer is there: members listed, and the group not Empty or Dead."""
     return m is not None and bool(m.members) and m.state not in ("Empty", "Dead")
+
+
+def _saw_members(group: _Group, live: bool, at: float) -> None:
+    """Track when a group's consumers left: it had live members and now has none."""
+    if live:
+        group.live_at = at if group.live_at is None else max(group.live_at, at)
+        group.left_at = None
+    elif group.live_at is not None and group.left_at is None and at >= group.live_at:
+        group.left_at = at
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +269,14 @@ class Store:
         unchanged since the last round is the same commit seen again and leaves the window
         alone, so a commit keeps the time it was first seen and STOP's clock runs as it would
         from the offsets topic. (Whether a consumer re-commits an unchanged offset cannot be
-        seen this way; the evaluator tells "stuck" from "gone" by the group's members.)"""
+        seen this way; the evaluator tells "stuck" from "gone" by the group's members.)
+
+        With both sources (``both``) the offsets topic wins: it sees every commit with its
+        time, the Admin API one value per read. A group's windows started from Admin reads
+        (read before the offsets-topic reader caught up) are restarted from its commits
+        when the first one arrives, and Admin reads of such a group are then ignored (also
+        for freshness: were the reader stuck, Admin reads must not run the clock of a window
+        they do not feed)."""
         with self._lock:
             cluster = self._cluster(batch.cluster)
             groups = cluster.groups
@@ -273,24 +293,34 @@ class Store:
             add_row = row_ids.append
             admin = source == "admin"
             skipped = False
+            ignored = False  # an Admin read of a group the offsets topic feeds
             for group_name, topic, partition, offset, ms, order in zip(
                 batch.groups, batch.topics, batch.partitions, batch.offsets,
                 batch.commit_times, batch.orders,
                 strict=True,
             ):
                 if group_name is not last_name:
+                    last_name = group_name
                     group = groups.get(group_name)
                     if group is None:
                         group = groups[group_name] = _Group()
-                    group.updated_at = at
-                    group.offsets_at = at
-                    group.stale_error = None
-                    commits = group.commits
-                    rows = group.rows
-                    if group.gid < 0:
-                        group.gid = windows.group_id(group_name)
-                    gid = group.gid
-                    last_name = group_name
+                    ignored = admin and group.exact
+                    if not ignored:
+                        group.updated_at = at
+                        group.offsets_at = at
+                        group.stale_error = None
+                        if group.gid < 0:
+                            group.gid = windows.group_id(group_name)
+                        gid = group.gid
+                        if not admin and not group.exact:
+                            group.exact = True
+                            self._restart_admin_windows(windows, group)
+                        commits = group.commits
+                        rows = group.rows
+                if ignored:
+                    add_row(-1)
+                    skipped = True
+                    continue
                 tp = (topic, partition)
                 previous = commits.get(tp)
                 when = at if ms is None else ms / 1000.0
@@ -331,6 +361,16 @@ class Store:
                     )
                 windows.put_commits(row_arr, offsets, times, orders, at_ms, source)
 
+    @staticmethod
+    def _restart_admin_windows(windows: Windows, group: _Group) -> None:
+        """Drop a group's windows fed by Admin reads (its commits then start new rows)."""
+        admin = [tp for tp, c in group.commits.items() if c.source == "admin"]
+        rows = [group.rows.pop(tp) for tp in admin if tp in group.rows]
+        for tp in admin:
+            del group.commits[tp]
+        if rows:
+            windows.free_rows(rows)
+
     def put_group(self, membership: GroupMembership) -> None:
         with self._lock:
             groups = self._cluster(membership.cluster).groups
@@ -340,6 +380,7 @@ class Store:
                 group = groups[membership.group] = _Group()
             group.membership = membership
             group.updated_at = max(group.updated_at, membership.observed_at)
+            _saw_members(group, _has_members(membership), membership.observed_at)
 
     def put_group_deleted(self, event: GroupDeleted) -> None:
         """The group's metadata is gone; the group stays while it has committed offsets."""
@@ -349,6 +390,7 @@ class Store:
             self._emit(event)
             if group is not None:
                 group.membership = None
+                _saw_members(group, False, event.observed_at)
                 if not group.commits:
                     self._drop_group(self._cluster(event.cluster), event.group)
 
@@ -441,7 +483,7 @@ class Store:
             if state is None:
                 return {}
             return {
-                name: GroupState(g.membership, g.offsets_at, g.stale_error)
+                name: GroupState(g.membership, g.offsets_at, g.stale_error, g.left_at)
                 for name, g in state.groups.items()
             }
 

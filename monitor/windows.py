@@ -3,11 +3,13 @@ numpy struct-of-arrays, and the adapter that hands them to the evaluator in one 
 
 Layout (one :class:`Windows` per cluster):
 
-* Commit windows: one row per (group, topic, partition), ``[R, W]`` int64 arrays ``offsets``,
+* Commit windows: one row per (group, topic, partition), ``[R, 2W]`` int64 arrays ``offsets``,
   ``orders``, ``times_ms`` (commit time), ``observed_ms``, ``lags`` (lag at ingest, -1 when
-  no log end was known), kept oldest first and left-aligned (what the rules read, so the
-  adapter is a plain row gather), with ``counts[R]``. Per row: group id, topic id, partition,
-  log-end row, source. Rows are recycled through a free list; arrays grow by doubling.
+  no log end was known), kept oldest first and left-aligned, with ``counts[R]``. The newest
+  ``W`` slots are Burrow's window; the ``W`` before them are kept so that the lag trend can be
+  judged on ``W`` commits whose log end is known (see "Lag at commit time" below). Per row:
+  group id, topic id, partition, log-end row, source. Rows are recycled through a free list;
+  arrays grow by doubling.
 * Log ends: one row per (topic, partition): Burrow's ring of the last ``W`` refreshes
   (``recent_*``, what its STOP rule reads) and a longer history of ``H`` points with flat runs
   collapsed to their first and last point (what lag-in-seconds and the idle-aware rules read,
@@ -21,6 +23,15 @@ would fall out; an order already stored is a duplicate and dropped; a newer comm
 ``min_distance`` to the newest stored one replaces it but keeps its timestamp, so chatty
 committers do not shrink the window's time span. Orders only compare within one source, so a
 row keeps the source that created it and ignores commits from the other one.
+
+Lag at commit time (what the trend rules read). The lag stored at ingest is the newest
+log-end sample minus the committed offset, and log ends are sampled on their own clock (every
+``broker_offsets_interval``): every commit between two samples is compared with the same old
+log end, so a consumer falling steadily behind shows a lag that *falls* between samples and
+jumps at each one, and Burrow's "lag never decreased" never holds. The adapter therefore gives
+the rules, per commit, the log end interpolated at the commit's time in the observed log-end
+history, and judges the trend on the last ``W`` commits at or before the newest sample (the
+only ones whose log end is known on both sides); commits after it wait for the next sample.
 
 Not thread-safe: the store calls it under its lock.
 """
@@ -74,9 +85,10 @@ class Windows:
         if window < 1 or history < 3:
             raise ValueError("window must be >= 1 and history >= 3")
         self.window = window
+        self.slots = 2 * window  # Burrow's window and, before it, the trend's older commits
         self.min_distance_ms = int(min_distance_ms)
         self.history = history
-        w = window
+        w = self.slots
         # Commit windows, [R, W].
         self.offsets = np.zeros((capacity, w), dtype=np.int64)
         self.orders = np.zeros((capacity, w), dtype=np.int64)
@@ -106,7 +118,7 @@ class Windows:
         self._leo_rows: dict[tuple[str, int], int] = {}
         self._free_leo: list[int] = []
         self._next_leo = 0
-        self.recent = np.zeros((capacity, w), dtype=np.int64)
+        self.recent = np.zeros((capacity, window), dtype=np.int64)
         self.recent_counts = np.zeros(capacity, dtype=np.int64)
         self.hist_offsets = np.zeros((capacity, history), dtype=np.int64)
         self.hist_times_ms = np.zeros((capacity, history), dtype=np.int64)
@@ -389,7 +401,7 @@ class Windows:
         """Apply commits to distinct rows. Reads only each row's newest entry (flat indices
         into the [R, W] arrays): a newer order cannot be a duplicate, so the full window is
         searched only for the rare older arrivals."""
-        w = self.window
+        w = self.slots
         cnt = self.counts[r]
         has = cnt > 0
         newest = r * w + np.maximum(cnt - 1, 0)
@@ -437,7 +449,7 @@ class Windows:
         """An older commit goes where its order puts it; if the window is full the oldest
         entry leaves, and a commit older than all of a full window, or whose order is already
         stored (a duplicate), is dropped."""
-        w = self.window
+        w = self.slots
         cnt = int(self.counts[row])
         pos = int(np.searchsorted(self.orders[row, :cnt], order))
         if pos < cnt and int(self.orders[row, pos]) == order:
@@ -456,16 +468,18 @@ class Windows:
 
     # ---------------------------------------------------------------- read
 
-    def row_window(self, row: int) -> dict[str, list[int]]:
-        """One row's window as lists (tests, diagnostics)."""
+    def row_window(self, row: int, *, stored: bool = False) -> dict[str, list[int]]:
+        """One row's window as lists, oldest first (API, tests, diagnostics): Burrow's window
+        (the newest ``window`` commits), or with ``stored`` every stored commit."""
         self._settle()
         n = int(self.counts[row])
+        lo = 0 if stored else max(n - self.window, 0)
         return {
-            "offsets": self.offsets[row, :n].tolist(),
-            "orders": self.orders[row, :n].tolist(),
-            "times_ms": self.times_ms[row, :n].tolist(),
-            "observed_ms": self.observed_ms[row, :n].tolist(),
-            "lags": self.lags[row, :n].tolist(),
+            "offsets": self.offsets[row, lo:n].tolist(),
+            "orders": self.orders[row, lo:n].tolist(),
+            "times_ms": self.times_ms[row, lo:n].tolist(),
+            "observed_ms": self.observed_ms[row, lo:n].tolist(),
+            "lags": self.lags[row, lo:n].tolist(),
         }
 
     def log_end_history(self, topic: str, partition: int) -> tuple[list[int], list[int]]:
@@ -476,14 +490,16 @@ class Windows:
         n = int(self.hist_counts[row])
         return self.hist_offsets[row, :n].tolist(), self.hist_times_ms[row, :n].tolist()
 
-    @staticmethod
-    def _gather_f(arr: IntArray, rows: IntArray) -> IntArray:
-        """Rows of ``arr`` in the evaluator's slot-major (Fortran) layout, in one copy."""
-        out = np.empty((rows.size, arr.shape[1]), dtype=arr.dtype, order="F")
-        return np.take(arr, rows, axis=0, out=out)
+    def _gather_f(self, arr: IntArray, flat_index: IntArray) -> IntArray:
+        """``arr``'s slots at ``flat_index`` (``[W, P]`` indexes into the flattened
+        ``[R, slots]`` array) in the evaluator's slot-major (Fortran) ``[P, W]`` layout."""
+        return arr.reshape(-1)[flat_index].T
 
     def evaluation_input(self) -> EvaluationInput:
-        """Every non-empty window with its log-end data, in one vectorised gather."""
+        """Every non-empty window with its log-end data, in one vectorised gather: Burrow's
+        window (the newest ``window`` commits) and the trend window (the newest ``window``
+        commits at or before the partition's newest log-end sample, with the log end
+        interpolated at each commit's time; see the module docstring)."""
         self._settle()
         n = self._next_row
         rows = np.flatnonzero(self.live[:n] & (self.counts[:n] > 0))
@@ -497,22 +513,67 @@ class Windows:
         gid = rank[dense.reshape(-1)]
         sort = np.argsort(gid, kind="stable")
         rows, gid = rows[sort], gid[sort]
-        cnt = self.counts[rows]
-        last_slot = np.maximum(cnt - 1, 0)
-        last_off = self.offsets[rows, last_slot]
+        w, s = self.window, self.slots
+        stored = self.counts[rows]
+        cnt = np.minimum(stored, w)
         leo = self.row_leo[rows]
         hcnt = self.hist_counts[leo]
-        newest = self.hist_offsets[leo, np.maximum(hcnt - 1, 0)]
-        current = np.where(hcnt > 0, np.maximum(newest - last_off, 0), 0)
-        args = (self._gather_f(self.offsets, rows), self._gather_f(self.times_ms, rows),
-                self._gather_f(self.lags, rows), cnt, current,
-                self._gather_f(self.recent, leo), self.recent_counts[leo], self.window)
-        # from_arrays cannot reshape an empty batch; its checks are moot there anyway.
-        windows = PartitionWindows.from_arrays(*args) if rows.size else PartitionWindows(*args)
-        # Stored history is already monotone and left-aligned: no repair pass needed.
         history = LeoHistory(self.hist_offsets[leo], self.hist_times_ms[leo], hcnt)
+        slot = np.arange(w)[:, None]
+        base = rows * s
+
+        # Burrow's window: the newest ``cnt`` stored slots.
+        first = stored - cnt
+        burrow = base + first + np.minimum(slot, np.maximum(cnt - 1, 0))
+        offsets = self._gather_f(self.offsets, burrow)
+        times = self._gather_f(self.times_ms, burrow)
+        ingest_lags = self._gather_f(self.lags, burrow)
+        last_off = offsets[np.arange(rows.size), np.maximum(cnt - 1, 0)]
+        newest = history.newest()
+        current = np.where(hcnt > 0, np.maximum(newest - last_off, 0), 0)
+        # Lags at commit time where the log end is known on both sides of the commit; the
+        # newest commits (after the newest sample) keep their lag at ingest, a lower bound.
+        at_commit = _lags_at(history, offsets, times)
+        lags = np.where(at_commit >= 0, at_commit, ingest_lags)
+
+        # The trend window: the newest ``window`` stored commits at or before the newest
+        # log-end sample.
+        newest_t = np.where(hcnt > 0, history.times_ms[np.arange(rows.size), np.maximum(
+            hcnt - 1, 0)], np.iinfo(np.int64).min)
+        all_slots = base[:, None] + np.arange(s)
+        known = (np.arange(s) < stored[:, None]) & (
+            self.times_ms.reshape(-1)[all_slots] <= newest_t[:, None])
+        end = np.sum(known, axis=1)
+        tcnt = np.minimum(end, w)
+        trend = base + (end - tcnt) + np.minimum(slot, np.maximum(tcnt - 1, 0))
+        trend_offsets = self._gather_f(self.offsets, trend)
+        trend_lags = _lags_at(history, trend_offsets, self._gather_f(self.times_ms, trend))
+
+        args = (offsets, times, lags, cnt, current, self._gather_recent(leo),
+                self.recent_counts[leo], self.window)
+        trend_args = (trend_offsets, trend_lags, tcnt)
+        # from_arrays cannot reshape an empty batch; its checks are moot there anyway.
+        windows = (
+            PartitionWindows.from_arrays(*args, trend=trend_args)
+            if rows.size else PartitionWindows(*args, *trend_args)
+        )
+        observed_first = self.observed_ms.reshape(-1)[base + first]
+        observed_last = self.observed_ms.reshape(-1)[base + np.maximum(stored - 1, 0)]
         return EvaluationInput(
             windows, history, gid, names,
             self.row_topic[rows], list(self._topic_names), self.row_partition[rows],
-            self.observed_ms[rows, 0], self.observed_ms[rows, last_slot],
+            observed_first, observed_last,
         )
+
+    def _gather_recent(self, leo: IntArray) -> IntArray:
+        out = np.empty((leo.size, self.recent.shape[1]), dtype=np.int64, order="F")
+        return np.take(self.recent, leo, axis=0, out=out)
+
+
+def _lags_at(history: LeoHistory, offsets: IntArray, times_ms: IntArray) -> IntArray:
+    """Per slot, the log end interpolated at the commit's time minus its offset (floored at
+    0), or -1 where the time is outside the observed history (before its first point or
+    after its last): only a log end known on both sides of a commit is trusted."""
+    ends, ok = history.log_end_at(times_ms)
+    lag = np.maximum(np.floor(ends).astype(np.int64) - offsets, 0)
+    return np.where(ok, lag, UNKNOWN_LAG)

@@ -134,6 +134,16 @@ def test_durations_round_trip() -> None:
             parse_duration(bad)
 
 
+def test_options_that_zero_turns_off_take_zero_and_nothing_else_does() -> None:
+    """``gone_stop`` and ``young_window_stop`` at 0 are Burrow's rules; an interval at 0 is a
+    mistake that names its key."""
+    config = parse_config({**minimal(), "evaluator": {"gone_stop": 0, "young_window_stop": "0s"}})
+    assert (config.evaluator.gone_stop, config.evaluator.young_window_stop) == (0.0, 0.0)
+    assert effective_config(config)["evaluator"]["gone_stop"] == "0s"
+    assert problems({**minimal(), "evaluator": {"gone_stop": "-1s"}})[0][0] == "evaluator.gone_stop"
+    assert problems({**minimal(), "evaluator": {"interval": 0}})[0][0] == "evaluator.interval"
+
+
 def test_old_broker_fallback_reaches_librdkafka() -> None:
     conf = client_config(parse_config(minimal(broker_version_fallback="0.9.0.1")).clusters[0])
     assert conf["api.version.request"] is False

@@ -668,3 +668,58 @@ def test_options_only_ever_remove_alarms(b: dict[str, Any], opt: RuleOptions) ->
     theirs = evaluate_partitions(w, 20_000, RuleOptions.burrow(opt.allowed_lag)).status
     assert np.all((ours == theirs) | (ours < theirs) | (ours == Status.OK))
     assert not np.any((ours == Status.STOP) & (theirs != Status.STOP))
+
+
+# --- the trend window and (g), the causes issue 13 found -------------------------------------
+
+
+def _one(
+    lags: list[int], *, step_ms: int = 1000, trend: list[int] | None = None, current: int = 0,
+    ring: list[int] | None = None,
+) -> PartitionWindows:
+    """One partition whose consumer commits 100 records a step; ``lags`` as stored at ingest,
+    ``trend`` (optional) the same commits' lags at their own times."""
+    n = len(lags)
+    offsets = [100 * (i + 1) for i in range(n)]
+    stamps = [step_ms * (i + 1) for i in range(n)]
+    return PartitionWindows.from_arrays(
+        [offsets], [stamps], [lags], counts=[n], current_lag=[current],
+        broker_offsets=[ring if ring is not None else [offsets[-1] + current]],
+        trend=None if trend is None else ([offsets], [trend], [n]),
+    )
+
+
+def test_warn_is_judged_on_the_lag_at_commit_time() -> None:
+    """Lags taken at ingest against a log end sampled every 10 s fall between samples (the
+    consumer moves, the sample does not) though the consumer falls behind: the trend window,
+    lags at each commit's own time, is what the WARN rule reads."""
+    aliased = [400, 300, 200, 100, 500, 400, 300, 200, 100, 900]  # falls within each sample
+    truth = [300 * (i + 1) for i in range(10)]  # 3 records produced per one consumed
+    now = 10_500.0
+    without = evaluate_partitions(_one(aliased, current=3000), now)
+    assert Status(int(without.status[0])) == Status.OK
+    with_trend = evaluate_partitions(_one(aliased, trend=truth, current=3000), now)
+    assert Status(int(with_trend.status[0])) == Status.WARN
+    # A trend window without a known lag (no log-end sample bracketing a commit yet) is no
+    # trend: never WARN from nothing.
+    unknown = evaluate_partitions(_one(aliased, trend=[-1] * 10, current=3000), now)
+    assert Status(int(unknown.status[0])) == Status.OK
+
+
+def test_consumers_gone_is_stop_after_the_grace_not_the_window_span() -> None:
+    """(g): a consumer committing every 5 s (span 45 s) that left the group at 51 s while data
+    arrives is STOP once 10 s pass since it left; without the option (Burrow) only after
+    the span."""
+    w = _one([0] * 10, step_ms=5000, current=200, ring=[1100, 1150, 1200])
+    left = 51_000.0
+    for now, want in ((60_000.0, Status.OK), (61_500.0, Status.STOP)):
+        got = evaluate_partitions(w, now, RuleOptions(), left_ms=left)
+        assert Status(int(got.status[0])) == want, now
+    burrow_like = RuleOptions(gone_stop_ms=0.0)
+    assert Status(int(evaluate_partitions(w, 61_500.0, burrow_like, left_ms=left)
+                      .status[0])) == Status.OK
+    assert Status(int(evaluate_partitions(w, 96_000.0, burrow_like, left_ms=left)
+                      .status[0])) == Status.STOP
+    # Not gone (NaN), or gone long ago but committing since: the span rules.
+    assert Status(int(evaluate_partitions(w, 61_500.0, RuleOptions(), left_ms=np.nan)
+                      .status[0])) == Status.OK

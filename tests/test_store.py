@@ -60,17 +60,25 @@ def test_newest_commit_wins_by_order_within_a_source() -> None:
     assert store.group(C, "g").commits[("t", 0)].offset == 120  # type: ignore[union-attr]
 
 
-def test_admin_commit_uses_observation_time_and_time_decides_between_sources() -> None:
+def test_admin_commit_uses_observation_time_and_the_offsets_topic_wins_between_sources() -> None:
     store = Store()
     store.put_commits(commits([("g", "t", 0, 50, None, 1)], source="admin", at=2000.0))
     commit = store.group(C, "g").commits[("t", 0)]  # type: ignore[union-attr]
     assert commit.commit_time == 2000.0 and commit.source == "admin"
-    # An older commit from the other source does not replace it ...
-    store.put_commits(commits([("g", "t", 0, 40, 1_500_000, 99)]))
-    assert store.group(C, "g").commits[("t", 0)].offset == 50  # type: ignore[union-attr]
-    # ... a newer one does.
-    store.put_commits(commits([("g", "t", 0, 60, 2_500_000, 100)]))
+    # The offsets topic sees every commit with its time: its first commit of the group
+    # restarts the group's windows from it, even if it is older than the Admin read ...
+    store.put_commits(commits([("g", "t", 0, 40, 1_500_000, 99)], at=2001.0))
+    commit = store.group(C, "g").commits[("t", 0)]  # type: ignore[union-attr]
+    assert (commit.offset, commit.source) == (40, "offsets_topic")
+    # ... Admin reads of that group are then ignored (freshness included) ...
+    store.put_commits(commits([("g", "t", 0, 70, None, 2)], source="admin", at=2600.0))
+    assert store.group(C, "g").commits[("t", 0)].offset == 40  # type: ignore[union-attr]
+    assert store.group_states(C)["g"].offsets_at == 2001.0
+    # ... and its commits go on.
+    store.put_commits(commits([("g", "t", 0, 60, 2_500_000, 100)], at=2500.0))
     assert store.group(C, "g").commits[("t", 0)].offset == 60  # type: ignore[union-attr]
+    assert store.group_windows(C, "g") is not None
+    assert [e["offset"] for e in store.group_windows(C, "g")[("t", 0)]] == [40, 60]  # type: ignore[index]
 
 
 def test_failed_partitions_keep_previous_values_marked_stale() -> None:

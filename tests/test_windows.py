@@ -331,6 +331,7 @@ class ReferenceWindows:
         self.row_source: dict[tuple[str, str, int], str] = {}
         self.latest: dict[tuple[str, str, int], tuple[int, float, int, str]] = {}
         self.log_end: dict[tuple[str, int], int] = {}
+        self.exact: set[str] = set()  # groups fed by the offsets topic
 
     def put(self, batch: CommitBatch) -> None:
         at_ms = round(batch.observed_at * 1000)
@@ -339,6 +340,13 @@ class ReferenceWindows:
             batch.orders, strict=True,
         ):
             key, source = (g, t, p), batch.source
+            if source == "admin" and g in self.exact:
+                continue  # the offsets topic feeds this group: Admin reads are ignored
+            if source == "offsets_topic" and g not in self.exact:
+                self.exact.add(g)  # its windows restart from the offsets topic's commits
+                for k in [k for k, src in self.row_source.items()
+                          if k[0] == g and src == "admin"]:
+                    del self.rows[k], self.row_source[k], self.latest[k]
             previous = self.latest.get(key)
             if (source == "admin" and previous is not None and previous[3] == source
                     and previous[0] == off):

@@ -103,6 +103,43 @@ class LeoHistory:
         val = np.take_along_axis(self.offsets, last, axis=1)[:, 0]
         return np.where(self.counts > 0, val, -1)
 
+    def log_end_at(self, t_ms: npt.ArrayLike) -> tuple[FloatArray, BoolArray]:
+        """The log end at times ``t_ms`` (``[P, K]``, unix ms), interpolated between the two
+        observations around each time, and where that is known: between the first and the
+        last observation (inclusive). Outside, the value is 0 and ``known`` False: a log end
+        is never extrapolated (a producer may have stopped or burst since the last sample)."""
+        t = np.asarray(t_ms, dtype=np.int64)
+        if t.ndim == 1:
+            t = t.reshape(self.size, -1)
+        off, tim, cnt = self.offsets, self.times_ms, self.counts
+        h = off.shape[1]
+        if h == 0 or t.size == 0:
+            return np.zeros(t.shape), np.zeros(t.shape, dtype=bool)
+        # Binary search per query for the number of observations at or before it.
+        lo = np.zeros(t.shape, dtype=np.int64)
+        hi = np.broadcast_to(cnt[:, None], t.shape).copy()
+        while True:
+            active = lo < hi
+            if not active.any():
+                break
+            mid = (lo + hi) // 2
+            right = active & (np.take_along_axis(tim, np.minimum(mid, h - 1), axis=1) <= t)
+            lo = np.where(right, mid + 1, lo)
+            hi = np.where(active & ~right, mid, hi)
+        k0 = np.clip(lo - 1, 0, h - 1)
+        k1 = np.clip(lo, 0, h - 1)
+        o0 = np.take_along_axis(off, k0, axis=1).astype(np.float64)
+        o1 = np.take_along_axis(off, k1, axis=1).astype(np.float64)
+        t0 = np.take_along_axis(tim, k0, axis=1).astype(np.float64)
+        t1 = np.take_along_axis(tim, k1, axis=1).astype(np.float64)
+        at_last = lo == cnt[:, None]  # at or after the newest observation
+        inside = (lo > 0) & ~at_last
+        span = np.where(inside & (t1 > t0), t1 - t0, 1.0)
+        frac = np.where(inside, (t - t0) / span, 0.0)
+        value = o0 + frac * (o1 - o0)
+        known = inside | (at_last & (lo > 0) & (t == t0))
+        return np.where(known, value, 0.0), known
+
     def moved_after(self, value: IntArray, t_ms: npt.ArrayLike) -> BoolArray:
         """True where some observation later than ``t_ms`` saw the log end below ``value``:
         proof that the log end reached ``value`` only after ``t_ms``."""

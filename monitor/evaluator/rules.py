@@ -64,6 +64,20 @@ turns all of them off and reproduces Burrow exactly):
     than sampling can explain. A consumer that really falls behind passes that bound as its
     lag keeps growing.
 
+(g) ``gone_stop_ms`` (default 10 s; 0 disables) -- a group whose consumers all left (it was
+    seen with live members, and now has none) while it has lag is STOP once its silence
+    exceeds this short grace (or its window's allowance, if that is shorter). Burrow waits for
+    the window's span whatever it knows, and a window read through the Admin API (one entry
+    per read, so its span is ``intervals`` reads) or of a slow committer spans minutes. A
+    consumer that never had members (``assign()``) is judged by the window alone.
+
+With (a) on, Burrow's exception to STOP (rule 2: "some recent log end <= the committed
+offset") is left to (a), which asks the same question precisely: kept, it held a consumer that
+died caught up for ``intervals`` log-end refreshes (100 s by default).
+
+The lag trend (rule 4's WARN, and (f)) is read from the trend window when the caller gives
+one: lags at each commit's time rather than at ingest (see :mod:`monitor.windows` for why).
+
 Group status is the worst partition status by :class:`Status` value:
 OK < WARN < REWIND < STALL < STOP. REWIND ranks above WARN (offsets went backwards: data is
 being re-processed, which someone should know about, and Burrow calls it an error) and below
@@ -150,13 +164,14 @@ class RuleOptions:
     live_member_stall: bool = True  # (d) STOP with a live member -> STALL
     young_window_stop_ms: float = 60_000.0  # (e) 0 disables; see the module docstring
     warn_lag_gaps: float = 2.0  # (f) 0 disables; see the module docstring
+    gone_stop_ms: float = 10_000.0  # (g) 0 disables; see the module docstring
 
     def __post_init__(self) -> None:
         if min(self.allowed_lag, self.marker_tolerance, self.idle_grace_ms,
-               self.young_window_stop_ms, self.warn_lag_gaps) < 0:
+               self.young_window_stop_ms, self.warn_lag_gaps, self.gone_stop_ms) < 0:
             raise ValueError(
-                "allowed_lag, marker_tolerance, idle_grace_ms, young_window_stop_ms and "
-                "warn_lag_gaps must be >= 0"
+                "allowed_lag, marker_tolerance, idle_grace_ms, young_window_stop_ms, "
+                "warn_lag_gaps and gone_stop_ms must be >= 0"
             )
 
     @classmethod
@@ -169,6 +184,7 @@ class RuleOptions:
             live_member_stall=False,
             young_window_stop_ms=0.0,
             warn_lag_gaps=0.0,
+            gone_stop_ms=0.0,
         )
 
 
@@ -184,6 +200,11 @@ class PartitionWindows:
     * ``current_lag[P]``: newest log end - last committed offset, floored at 0.
     * ``broker_offsets[P, B]`` with ``broker_counts[P]``: the partition's recent log ends
       (Burrow's ring of the last ``intervals`` refreshes), any order.
+    * ``trend_offsets``, ``trend_lags`` (``[P, W]``) and ``trend_counts[P]`` (optional): the
+      commits the lag trend is judged on (WARN), when they differ from the window: the store
+      passes the newest commits whose log end is known on both sides, with the lag at each
+      commit's time (see :mod:`monitor.windows`). Without them the window's own lags are
+      used, as Burrow does.
 
     Memory layout: the ``[P, W]`` and ``[P, B]`` arrays are Fortran-ordered (slot-major: slot
     ``j`` of every partition is contiguous), which makes the per-window reductions several
@@ -198,6 +219,9 @@ class PartitionWindows:
     broker_offsets: IntArray
     broker_counts: IntArray
     window_size: int
+    trend_offsets: IntArray | None = None
+    trend_lags: IntArray | None = None
+    trend_counts: IntArray | None = None
 
     @classmethod
     def from_arrays(
@@ -210,6 +234,7 @@ class PartitionWindows:
         broker_offsets: npt.ArrayLike,
         broker_counts: npt.ArrayLike | None = None,
         window_size: int | None = None,
+        trend: tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike] | None = None,
     ) -> PartitionWindows:
         """Coerce to int64 and check shapes once, so the rules need no checks."""
         # Fortran order (slot-major memory): see the class docstring.
@@ -236,7 +261,14 @@ class PartitionWindows:
             raise ValueError(f"window_size {size} must be >= 1 and >= the window width {w}")
         if np.any(cur < 0):
             raise ValueError("current_lag must be >= 0")
-        return cls(off, ts, lag, cnt, cur, bro, bcnt, size)
+        if trend is None:
+            return cls(off, ts, lag, cnt, cur, bro, bcnt, size)
+        t_off = np.asfortranarray(np.asarray(trend[0], dtype=np.int64).reshape(p, -1))
+        t_lag = np.asfortranarray(np.asarray(trend[1], dtype=np.int64).reshape(p, -1))
+        t_cnt = np.asarray(trend[2], dtype=np.int64).reshape(p)
+        if t_off.shape != t_lag.shape or np.any((t_cnt < 0) | (t_cnt > t_off.shape[1])):
+            raise ValueError("trend offsets, lags and counts do not agree")
+        return cls(off, ts, lag, cnt, cur, bro, bcnt, size, t_off, t_lag, t_cnt)
 
     @property
     def size(self) -> int:
@@ -272,6 +304,7 @@ def evaluate_partitions(
     history: LeoHistory | None = None,
     allowed_lag: npt.ArrayLike | None = None,
     alive: npt.ArrayLike | None = None,
+    left_ms: npt.ArrayLike | None = None,
 ) -> PartitionResults:
     """Status of P partitions in one vectorised pass. ``now_ms``: scalar or ``[P]`` (a
     per-partition "now" lets the caller stop the clocks of partitions whose data is not fresh,
@@ -279,7 +312,9 @@ def evaluate_partitions(
     ``history`` (optional, same P): the log-end history options (a) and (b) use.
     ``allowed_lag`` (optional, scalar or ``[P]``) overrides ``options.allowed_lag``, for
     per-group allowances in one batch. ``alive`` (optional, bool scalar or ``[P]``): a live
-    member of the group is there, for option (d)."""
+    member of the group is there, for option (d). ``left_ms`` (optional, scalar or ``[P]``,
+    NaN where not): when the group's consumers were seen to have left (it had live members,
+    now none), for option (g)."""
     opt = options or RuleOptions()
     p, width = w.offsets.shape
     allowed = np.broadcast_to(
@@ -332,18 +367,28 @@ def evaluate_partitions(
     stalled = filled & ~np.any((off[1:] != off[:-1]) & pair, axis=0)
 
     # checkIfLagNotDecreasing: known lags never decrease (unknown lags are skipped). Known
-    # lags are >= 0, so the -1 start never counts as a decrease.
+    # lags are >= 0, so the -1 start never counts as a decrease. Judged on the trend window
+    # when the caller gives one (lags at commit time; see PartitionWindows).
+    if w.trend_counts is not None and w.trend_offsets is not None and w.trend_lags is not None:
+        t_off, t_lags = w.trend_offsets.T, w.trend_lags.T
+        t_known = (np.arange(t_off.shape[0])[:, None] < w.trend_counts) & (t_lags >= 0)
+    else:
+        t_off, t_lags, t_known = off, lags, lag_known
     prev = np.full(p, -1, dtype=np.int64)
     decrease = np.zeros(p, dtype=bool)
-    for j in range(width):
-        decrease |= lag_known[j] & (lags[j] < prev)
-        np.copyto(prev, lags[j], where=lag_known[j])
+    for j in range(t_lags.shape[0]):
+        decrease |= t_known[j] & (t_lags[j] < prev)
+        np.copyto(prev, t_lags[j], where=t_known[j])
     lag_not_decreasing = filled & ~decrease
+    if t_known is not lag_known:  # a trend window: no known lag there is no trend
+        lag_not_decreasing &= np.any(t_known, axis=0)
     warn_trend = lag_not_decreasing
     if opt.warn_lag_gaps > 0:
         warn_trend = lag_not_decreasing & _lag_beyond_sampling(
-            off, lags, lag_known, opt.warn_lag_gaps
+            t_off, t_lags, t_known, opt.warn_lag_gaps
         )
+    if opt.young_window_stop_ms > 0:
+        warn_trend = warn_trend & (np.sum(t_known, axis=0) >= 2)  # (e): a trend, not a point
 
     # checkIfRecentLagZero: some stored log end <= last committed offset.
     ring = w.broker_offsets.T
@@ -389,10 +434,23 @@ def evaluate_partitions(
             idled = (seen - last_ts) > usual_gap
             allowance = np.where(idled, np.maximum(allowance, opt.idle_grace_ms), allowance)
     stop_due = filled & ((now - stop_clock) > allowance)
+    # Burrow's exception "some recent log end <= the committed offset: a quiet topic" is what
+    # (a) does precisely (its clock starts when the log end was last seen there); kept as
+    # such it would hold a consumer that died caught up for ``intervals`` log-end refreshes.
+    exempt = recent_lag_zero
+    if opt.idle_aware_stop and history is not None:
+        exempt = np.zeros(p, dtype=bool)
+    if opt.gone_stop_ms > 0 and left_ms is not None:
+        # (g) Its consumers left: nobody will read the waiting data, so the silence only has
+        # to outlast a short grace (a restart), not the window's span.
+        left = np.broadcast_to(np.asarray(left_ms, dtype=np.float64), (p,))
+        gone = ~np.isnan(left)
+        since = np.maximum(stop_clock, np.where(gone, left, -np.inf))
+        stop_due |= filled & gone & ((now - since) > np.minimum(allowance, opt.gone_stop_ms))
 
     status = np.full(p, Status.OK, dtype=np.int8)
     judged = filled & ~caught_up
-    is_stop = judged & stop_due & ~recent_lag_zero
+    is_stop = judged & stop_due & ~exempt
     held = np.zeros(p, dtype=bool)  # (d): would be STOP, but a consumer is there
     if opt.live_member_stall and alive is not None:
         held = is_stop & np.broadcast_to(np.asarray(alive, dtype=bool), (p,))
@@ -554,7 +612,8 @@ def evaluate(
     history: LeoHistory | None = None,
     allowed_lag: npt.ArrayLike | None = None,
     alive: npt.ArrayLike | None = None,
+    left_ms: npt.ArrayLike | None = None,
 ) -> tuple[PartitionResults, GroupResults]:
     """Partitions and their groups in one call (the service's and the pipeline's entry)."""
-    parts = evaluate_partitions(w, now_ms, options, history, allowed_lag, alive)
+    parts = evaluate_partitions(w, now_ms, options, history, allowed_lag, alive, left_ms)
     return parts, evaluate_groups(parts, w.current_lag, groups, options)
