@@ -513,6 +513,25 @@ class RecorderConfig(_Model):
     canary: bool = Field(default=True, description="also record canary probe snapshots")
 
 
+class StateConfig(_Model):
+    """What the verdicts need (windows, log-end history, group offsets and memberships),
+    saved to ``path`` so that a restart resumes instead of starting blind
+    (``monitor/state.py``). Off unless ``path`` is set: a default directory would land in
+    whatever the working directory is (read-only in most containers, shared between
+    instances started from one checkout); the Helm chart sets it to a mounted volume."""
+
+    path: Path | None = Field(
+        default=None, description="directory of the snapshot (created if missing); unset: "
+        "nothing is saved or loaded"
+    )
+    interval: Duration = Field(
+        default=30.0, description="saved this often, and once at shutdown"
+    )
+    max_age: Duration = Field(
+        default=3600.0, description="an older snapshot is ignored at start"
+    )
+
+
 class MonitorConfig(_Model):
     clusters: list[ClusterConfig] = Field(min_length=1)
     collectors: CollectorsConfig = Field(default_factory=CollectorsConfig)
@@ -524,6 +543,7 @@ class MonitorConfig(_Model):
     health: HealthConfig = Field(default_factory=HealthConfig)
     exporter: ExporterConfig = Field(default_factory=ExporterConfig)
     recorder: RecorderConfig = Field(default_factory=RecorderConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
 
     @model_validator(mode="after")
     def _references(self) -> MonitorConfig:

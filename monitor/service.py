@@ -35,12 +35,14 @@ from monitor.httpserver import build_app
 from monitor.probes import build_probes, probe_metrics
 from monitor.recorder import build_recorder
 from monitor.runtime import enable_crash_traces, tune_gc
+from monitor.state import StateFile, StateMetrics
 from monitor.store import Store
 
 _log = logging.getLogger("monitor.service")
 T = TypeVar("T")
 
 SHUTDOWN_TIMEOUT = 5.0
+STATE_SAVE_TIMEOUT = 20.0  # added to the shutdown budget for the last state snapshot
 
 
 def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
@@ -95,11 +97,14 @@ async def run_in_daemon_thread(fn: Callable[[], T], name: str) -> T:
 
     def target() -> None:
         try:
-            result = fn()
+            result: T | None = fn()
+            error: BaseException | None = None
         except BaseException as exc:  # handed to the awaiting coroutine
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, result, None)
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop closed while this ran (shutdown): nobody waits
+            pass
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return await future
@@ -115,9 +120,21 @@ class Service:
         self.config = config
         self.store = store if store is not None else Store(config.evaluator)
         self._freshness_used: dict[str, float | None] = {}
+        # Saved state (``state.path``, monitor/state.py): loaded before any collector exists,
+        # so that none ever writes into an empty store.
+        self.state = (
+            StateFile(config.state, config.clusters) if config.state.path is not None else None
+        )
+        restored = self.state.load(self.store) if self.state is not None else None
+        self._restored_freshness = restored.freshness if restored is not None else {}
         self.collectors = (
             collectors if collectors is not None else build_collectors(config, self.store)
         )
+        if restored is not None:
+            for collector in self.collectors:
+                saved = restored.collectors.get(collector.name)
+                if saved is not None:
+                    collector.resume(saved)
         self.evaluator = Evaluator(
             self.store,
             config.evaluator,
@@ -135,6 +152,8 @@ class Service:
             self.registry.register(probe_collector)
         self.exporter = LagExporter(self.evaluator, self.store, self.collectors, config.exporter)
         self.registry.register(self.exporter)
+        if self.state is not None:
+            self.registry.register(StateMetrics(self.state))
         # Observations and verdicts to Parquet for backtests (``recorder:``, off by default).
         self.recorder = build_recorder(config, self.store, self.collectors)
         self.started_at = time.time()
@@ -143,7 +162,15 @@ class Service:
         self._scheduler: AsyncIOScheduler | None = None
         self._runner: web.AppRunner | None = None
 
+    @property
+    def shutdown_timeout(self) -> float:
+        """How long :meth:`stop` may take: longer when it writes the last state snapshot."""
+        return SHUTDOWN_TIMEOUT + (STATE_SAVE_TIMEOUT if self.state is not None else 0.0)
+
     async def start(self) -> None:
+        if self.state is not None and self.state.restored is not None:
+            # The first answers are the restored store's verdicts, never an empty round's.
+            await run_in_daemon_thread(self._evaluate_and_render, name="evaluator")
         self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.http.host, self.config.http.port)
@@ -178,6 +205,12 @@ class Service:
             self._scheduler.add_job(
                 run_in_daemon_thread, "interval", seconds=self.config.recorder.flush_interval,
                 args=[self.recorder.flush, "recorder"], id="recorder", max_instances=1,
+                coalesce=True, misfire_grace_time=None,
+            )
+        if self.state is not None:
+            self._scheduler.add_job(
+                run_in_daemon_thread, "interval", seconds=self.config.state.interval,
+                args=[self._save_state, "state"], id="state", max_instances=1,
                 coalesce=True, misfire_grace_time=None,
             )
         self._scheduler.start()
@@ -223,12 +256,19 @@ class Service:
         return fresh
 
     def _offsets_topic_freshness(self, cluster: str) -> float | None:
+        """Up to when the cluster's ``__consumer_offsets`` reader has read every commit: its
+        last error-free pass, or (until the new reader has caught up) the restored state's."""
         fresh = [
             c.fresh_at
             for c in self.collectors
             if isinstance(c, OffsetsTopicCollector) and c.cluster == cluster
         ]
+        fresh.append(self._restored_freshness.get(cluster))
         return max((f for f in fresh if f is not None), default=None)
+
+    def _save_state(self) -> None:
+        if self.state is not None:
+            self.state.save(self.store, self.collectors, self._offsets_topic_freshness)
 
     async def stop(self) -> None:
         if self._scheduler is not None:
@@ -240,6 +280,8 @@ class Service:
                 collector.close()
             except Exception:
                 _log.exception("collector close failed", extra={"collector": collector.name})
+        if self.state is not None:  # after the collectors: nothing changes the store now
+            await run_in_daemon_thread(self._save_state, name="state")
         if self.recorder is not None:
             try:
                 await run_in_daemon_thread(self.recorder.close, name="recorder")
@@ -249,15 +291,17 @@ class Service:
 
 
 async def serve(service: Service, stop: asyncio.Event) -> None:
-    """Run ``service`` until ``stop`` is set, then shut it down within SHUTDOWN_TIMEOUT."""
+    """Run ``service`` until ``stop`` is set, then shut it down within its
+    ``shutdown_timeout``."""
     await service.start()
     try:
         await stop.wait()
     finally:
         try:
-            await asyncio.wait_for(service.stop(), SHUTDOWN_TIMEOUT)
+            await asyncio.wait_for(service.stop(), service.shutdown_timeout)
         except TimeoutError:
-            _log.error("shutdown timed out", extra={"timeout_seconds": SHUTDOWN_TIMEOUT})
+            _log.error("shutdown timed out",
+                       extra={"timeout_seconds": service.shutdown_timeout})
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:

@@ -16,6 +16,7 @@ group whose offsets are all deleted and that has no members is gone.
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -38,7 +39,7 @@ from monitor.observations import (
     OffsetSource,
 )
 from monitor.verdicts import GroupStatus
-from monitor.windows import EvaluationInput, Windows
+from monitor.windows import _SOURCES, EvaluationInput, Windows
 
 TopicPartition = tuple[str, int]
 _log = logging.getLogger("monitor.store")
@@ -559,3 +560,69 @@ class Store:
                 stale_error=found.stale_error,
                 updated_at=found.updated_at,
             )
+
+    # ---------------------------------------------------------------- state across restarts
+
+    def dump_state(self, clusters: Iterable[str]) -> bytes:
+        """The named clusters as one pickle (:mod:`monitor.state` writes it to disk), taken
+        while holding the lock: collector threads write all the time, and pickling outside
+        it could copy half of a batch (or fail on a dict changing size). Everything is kept
+        but the latest JMX scrape, a point-in-time reading of broker health that the next
+        scrape replaces."""
+        wanted = set(clusters)
+        with self._lock:
+            state = {
+                name: replace(cluster, jmx=None)
+                for name, cluster in self._clusters.items()
+                if name in wanted
+            }
+            return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore_state(self, clusters: Mapping[str, object]) -> dict[str, int]:
+        """Install clusters saved by :meth:`dump_state` (unpickled by :mod:`monitor.state`),
+        replacing what the store holds for them; returns the groups restored per cluster.
+        Raises ValueError, installing nothing, for an object that is not a saved cluster or
+        windows sized for another ``evaluator.window`` or ``min_distance``.
+
+        Admin API commits are re-numbered: their order is the collector's round, counted
+        from 1 in every process, so the restored ones are shifted to end at 0 (their
+        relative order kept) and the new process's first round is newer than all of them."""
+        cfg = self.evaluator_config
+        min_distance_ms = round(cfg.min_distance * 1000)
+        checked: dict[str, _Cluster] = {}
+        for name, cluster in clusters.items():
+            if not isinstance(cluster, _Cluster) or not isinstance(cluster.windows, Windows):
+                raise ValueError(f"cluster {name}: not a saved cluster")
+            w = cluster.windows
+            if w.window != cfg.window or w.min_distance_ms != min_distance_ms:
+                raise ValueError(
+                    f"cluster {name}: saved with evaluator.window {w.window} and "
+                    f"min_distance {w.min_distance_ms} ms, configured {cfg.window} and "
+                    f"{min_distance_ms} ms"
+                )
+            checked[name] = cluster
+        for cluster in checked.values():
+            self._rebase_admin_orders(cluster)
+        with self._lock:
+            self._clusters.update(checked)
+        return {name: len(cluster.groups) for name, cluster in checked.items()}
+
+    @staticmethod
+    def _rebase_admin_orders(cluster: _Cluster) -> None:
+        """Shift the orders of Admin API commits (latest commits and window rows) so the
+        newest is 0."""
+        commits = [
+            c for g in cluster.groups.values() for c in g.commits.values() if c.source == "admin"
+        ]
+        w = cluster.windows
+        rows = np.flatnonzero(w.live & (w.row_source == _SOURCES["admin"]) & (w.counts > 0))
+        filled = np.arange(w.slots) < w.counts[rows, None]
+        stored = w.orders[rows][filled]
+        newest = [int(stored.max())] if stored.size else []
+        newest += [max(c.order for c in commits)] if commits else []
+        if not newest:
+            return
+        base = max(newest)
+        for c in commits:
+            c.order -= base
+        w.orders[rows] -= base

@@ -2,7 +2,8 @@
 `make setup`): `helm lint --strict`, `helm template` with the default values and with a
 SASL/TLS + Prometheus-operator + Grafana values file, every core manifest validated offline
 against the Kubernetes schemas (kubernetes-validate, strict), the rendered configuration
-accepted by the service's own config model, the PrometheusRule equal to alerts/ (and accepted
+accepted by the service's own config model, the state directory mounted (emptyDir, or a
+PersistentVolumeClaim), the PrometheusRule equal to alerts/ (and accepted
 by promtool), the dashboard ConfigMaps equal to dashboards/json, and `helm package` carrying
 the files the chart links to."""
 
@@ -27,6 +28,10 @@ SECURE = CHART / "ci" / "secure-values.yaml"
 RULES = ROOT / "alerts" / "kafka-monitor.rules.yml"
 KUBERNETES_VERSION = "1.29.0"  # the oldest Kubernetes the chart is validated against
 CRDS = {"ServiceMonitor", "PrometheusRule"}  # monitoring.coreos.com: no bundled schema
+PERSISTENT = ["--set", "state.persistence.enabled=true", "--set", "state.persistence.size=5Gi",
+              "--set", "state.persistence.storageClass=fast"]
+VALUES = [[], ["-f", str(SECURE)], PERSISTENT]
+VALUE_IDS = ["default", "secure", "persistent"]
 
 
 def helm(*args: str) -> str:
@@ -48,13 +53,13 @@ def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-@pytest.mark.parametrize("values", [[], ["-f", str(SECURE)]], ids=["default", "secure"])
+@pytest.mark.parametrize("values", VALUES, ids=VALUE_IDS)
 def test_helm_lint_strict(values: list[str]) -> None:
     out = helm("lint", "--strict", str(CHART), *values)
     assert "0 chart(s) failed" in out
 
 
-@pytest.mark.parametrize("values", [[], ["-f", str(SECURE)]], ids=["default", "secure"])
+@pytest.mark.parametrize("values", VALUES, ids=VALUE_IDS)
 def test_manifests_validate_against_kubernetes_schemas(values: list[str]) -> None:
     docs = render(*values)
     validated = 0
@@ -119,6 +124,69 @@ def test_deployment_probes_security_resources_and_secrets() -> None:
     assert volumes["kafka-tls"]["secret"]["secretName"] == "kafka-monitor-tls"
     assert container["args"][-1] == mounts["config"]["mountPath"]
     assert volumes["config"]["configMap"]["name"] == deployment["metadata"]["name"]
+
+
+def state_volume(*args: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The Deployment, its state volume and the service's parsed ``state`` section."""
+    kinds = by_kind(render(*args))
+    (deployment,) = kinds["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (configmap,) = kinds["ConfigMap"]
+    config = parse_config(yaml.safe_load(configmap["data"]["config.yaml"]), "configmap")
+    assert config.state.path is not None
+    assert str(config.state.path) == mounts["state"]["mountPath"]
+    assert not mounts["state"].get("readOnly")
+    return deployment, volumes["state"], dict(config.state)
+
+
+def test_state_is_saved_to_an_empty_dir_by_default() -> None:
+    deployment, volume, state = state_volume()
+    assert volume == {"name": "state", "emptyDir": {}}
+    assert state["interval"] == 30.0  # the service's defaults, unless config.state sets them
+    assert "strategy" not in deployment["spec"]  # rolling updates, as without state
+
+
+def test_persistent_state_claims_a_volume_and_recreates_pods() -> None:
+    docs = render(*PERSISTENT, "--set", "config.state.interval=10s")
+    (claim,) = by_kind(docs)["PersistentVolumeClaim"]
+    kubernetes_validate.validate(claim, KUBERNETES_VERSION, strict=True)
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"],
+                             "resources": {"requests": {"storage": "5Gi"}},
+                             "storageClassName": "fast"}
+    deployment, volume, state = state_volume(*PERSISTENT, "--set", "config.state.interval=10s")
+    assert volume == {"name": "state",
+                      "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert state["interval"] == 10.0  # the operator's keys are kept, the path pinned
+
+
+def test_existing_claim_is_used_and_none_created() -> None:
+    args = [*PERSISTENT, "--set", "state.persistence.existingClaim=monitor-state"]
+    assert "PersistentVolumeClaim" not in by_kind(render(*args))
+    _, volume, _ = state_volume(*args)
+    assert volume["persistentVolumeClaim"] == {"claimName": "monitor-state"}
+
+
+def test_persistent_state_with_several_replicas_is_refused() -> None:
+    result = subprocess.run(
+        [require("helm"), "template", "km", str(CHART), *PERSISTENT, "--set", "replicaCount=2"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode != 0
+    assert "state.persistence.enabled needs replicaCount 1" in result.stderr
+
+
+def test_state_can_be_turned_off() -> None:
+    kinds = by_kind(render("--set", "state.enabled=false"))
+    (deployment,) = kinds["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert "state" not in {v["name"] for v in pod["volumes"]}
+    (configmap,) = kinds["ConfigMap"]
+    config = parse_config(yaml.safe_load(configmap["data"]["config.yaml"]), "configmap")
+    assert config.state.path is None
 
 
 def test_config_change_rolls_the_pods() -> None:

@@ -66,6 +66,17 @@ class Collector(ABC):
         """Release clients; called once at shutdown."""
         return None
 
+    def saved_state(self) -> object | None:
+        """What this collector needs to continue after a restart, beyond the store (saved
+        with it by :mod:`monitor.state`; picklable, small). Taken before the store's own
+        copy, so it never claims more than the store holds. None: nothing."""
+        return None
+
+    def resume(self, state: object) -> None:
+        """Continue from :meth:`saved_state`'s value of a previous process; called before
+        the first round. Ignore what is not understood."""
+        return None
+
     def run_once(self) -> bool:
         """One round with health bookkeeping; never raises, so a failing cluster can't take
         the scheduler down with it."""

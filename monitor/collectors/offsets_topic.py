@@ -216,6 +216,7 @@ class OffsetsTopicCollector(Collector):
         self._records_read = 0
         self._last_record_at: float | None = None
         self._new_groups: dict[str, _NewProtocolGroup] = {}
+        self._resume: dict[int, int] = {}  # positions a previous process saved (resume())
         self._commits_stored = 0
         self._commits_filtered = 0
         self._events_applied: dict[str, int] = {}
@@ -260,6 +261,28 @@ class OffsetsTopicCollector(Collector):
     def stats(self) -> OffsetsTopicStats:
         """The latest counters (published by the reader after every batch)."""
         return self._stats
+
+    def saved_state(self) -> dict[str, Any] | None:
+        """Where a restarted process resumes reading (:meth:`resume`): the published positions,
+        which the reader publishes only after the store has the batch. None while the reader
+        holds KIP-848 group records: their state is the reader's own, not the store's, so
+        such a cluster reads the topic again from ``offsets_topic.start``."""
+        positions = self._progress.positions
+        if self._new_groups or not positions:
+            return None
+        return {"topic": self.topic, "positions": dict(positions)}
+
+    def resume(self, state: object) -> None:
+        """Read on from a previous process's positions (:meth:`saved_state`) instead of from
+        ``offsets_topic.start``: the restored store holds everything before them, and reading
+        it again would apply it twice (memberships seen anew, so consumers that left long ago
+        would seem to have left now). A position outside its partition's current range
+        (topic recreated, records deleted) is not used."""
+        if not isinstance(state, dict) or state.get("topic") != self.topic:
+            return
+        positions = state.get("positions")
+        if isinstance(positions, dict):
+            self._resume = {int(p): int(o) for p, o in positions.items()}
 
     def collect(self) -> None:
         """Supervise the reader: start or restart it, and raise while it is failing."""
@@ -744,19 +767,33 @@ class OffsetsTopicCollector(Collector):
         new = [p for p in partitions if p not in self._start_hw]
         if not new and self._assigned_at is not None and consumer.assignment():
             return
+        resumed: set[int] = set()
         for p in new:
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(self.topic, p), timeout=timeout
             )
             self._start_hw[p] = high
             self._high[p] = high
+            saved = self._resume.pop(p, None)
+            if saved is not None and low <= saved <= high:
+                self._positions[p] = saved
+                resumed.add(p)
+                continue
+            if saved is not None and "resume" not in self._logged:
+                self._logged.add("resume")
+                _log.warning(
+                    "saved position outside the partition, read from offsets_topic.start "
+                    "(logged once)",
+                    extra={"collector": self.name, "partition": p, "saved": saved,
+                           "low": low, "high": high},
+                )
             self._positions.setdefault(p, high if self.start_from == "latest" else low)
         assignment = [
             TopicPartition(
                 self.topic,
                 p,
                 self._positions[p]
-                if p not in new or self.start_from == "latest"
+                if p not in new or p in resumed or self.start_from == "latest"
                 else OFFSET_BEGINNING,
             )
             for p in partitions

@@ -32,9 +32,24 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* The service's configuration: values.config with http pinned to the container port. */}}
+{{/* The service's configuration: values.config with http pinned to the container port and
+state.path to the state volume. */}}
 {{- define "kafka-monitor.config" -}}
 {{- $config := deepCopy .Values.config }}
 {{- $_ := set $config "http" (dict "host" "0.0.0.0" "port" (int .Values.service.port)) }}
+{{- if .Values.state.enabled }}
+{{- $state := deepCopy (default (dict) $config.state) }}
+{{- $_ = set $state "path" .Values.state.mountPath }}
+{{- $_ = set $config "state" $state }}
+{{- end }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/* The state volume's claim: the operator's, or the chart's own. */}}
+{{- define "kafka-monitor.stateClaimName" -}}
+{{- if .Values.state.persistence.existingClaim }}
+{{- .Values.state.persistence.existingClaim }}
+{{- else }}
+{{- printf "%s-state" (include "kafka-monitor.fullname" . | trunc 57 | trimSuffix "-") }}
+{{- end }}
 {{- end }}
