@@ -8,6 +8,7 @@ collectors and more routes on the same app.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
@@ -101,10 +102,9 @@ async def run_in_daemon_thread(fn: Callable[[], T], name: str) -> T:
             error: BaseException | None = None
         except BaseException as exc:  # handed to the awaiting coroutine
             result, error = None, exc
-        try:
+        # RuntimeError: the loop closed while this ran (shutdown), nobody waits.
+        with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle, result, error)
-        except RuntimeError:  # the loop closed while this ran (shutdown): nobody waits
-            pass
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return await future
