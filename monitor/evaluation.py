@@ -234,7 +234,10 @@ class Evaluator:
     ``freshness(cluster)``: unix time up to which the cluster's ``__consumer_offsets`` reader
     is known to have seen every commit (None when the cluster is not read that way); the
     Admin API's freshness is per group, from the store. A group whose offsets are older
-    than ``stale_after`` seconds is reported ``stale``.
+    than ``stale_after`` seconds is reported ``stale``. ``read_interval``: cluster -> how
+    often the Admin API reads its groups' offsets; a read stays current until the next one
+    is due, so the STOP clock runs that long past it (as Burrow's would on the same
+    observations) and stands only when a read is overdue (an outage).
     """
 
     def __init__(
@@ -244,12 +247,14 @@ class Evaluator:
         freshness: Callable[[str], float | None] | None = None,
         stale_after: float = 60.0,
         published_stale_after: Mapping[str, float] | None = None,
+        read_interval: Mapping[str, float] | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.stale_after = stale_after
         # offsets_source pipeline: cluster -> age at which a published verdict is stale
         self.published_stale_after = dict(published_stale_after or {})
+        self.read_interval = dict(read_interval or {})
         self.options = rule_options(config)
         self._freshness = freshness or (lambda _cluster: None)
         self._results: dict[str, ClusterEvaluation] = {}
@@ -300,7 +305,8 @@ class Evaluator:
                 states, stale, self.options.burrow_err,
             )
         names = data.group_names
-        fresh = np.array([_fresh_until(states.get(n), reader_fresh) for n in names])
+        due = self.read_interval.get(cluster, 0.0)
+        fresh = np.array([_fresh_until(states.get(n), reader_fresh, due) for n in names])
         alive = np.array([bool(states.get(n) and states[n].has_members) for n in names])
         left = np.array([_left_ms(states.get(n)) for n in names], dtype=np.float64)
         g = data.group_ids
@@ -360,6 +366,14 @@ def _left_ms(state: GroupState | None) -> float:
     return np.nan if state is None or state.left_at is None else state.left_at * 1000.0
 
 
-def _fresh_until(state: GroupState | None, reader_fresh: float | None) -> float:
-    offsets_at = state.offsets_at if state is not None else 0.0
-    return max(offsets_at, reader_fresh or 0.0)
+def _fresh_until(
+    state: GroupState | None, reader_fresh: float | None, read_due: float = 0.0
+) -> float:
+    """Up to when the group's offsets are known current: the offsets topic reader's last
+    clean pass, or the Admin API's last read of the group plus ``read_due`` (until the next
+    read is due, nothing new could have been seen). A commit read from the offsets topic
+    gets no such allowance: during an outage of that reader, silence is ours."""
+    if state is None or state.offsets_at <= 0:
+        return reader_fresh or 0.0
+    due = read_due if state.polled else 0.0
+    return max(state.offsets_at + due, reader_fresh or 0.0)

@@ -145,6 +145,10 @@ class Service:
                 c.name: c.pipeline_statuses.max_age
                 for c in config.clusters if c.offsets_source == "pipeline"
             },
+            read_interval={
+                c.name: config.collectors.group_offsets_interval
+                for c in config.clusters if c.offsets_source in ("admin", "both")
+            },
         )
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))

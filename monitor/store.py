@@ -116,6 +116,7 @@ class GroupState:
     offsets_at: float
     stale_error: str | None
     left_at: float | None = None  # when its consumers were seen to have left (None: not)
+    polled: bool = True  # its offsets come from Admin API reads (not __consumer_offsets)
 
     @property
     def has_members(self) -> bool:
@@ -484,7 +485,7 @@ class Store:
             if state is None:
                 return {}
             return {
-                name: GroupState(g.membership, g.offsets_at, g.stale_error, g.left_at)
+                name: GroupState(g.membership, g.offsets_at, g.stale_error, g.left_at, not g.exact)
                 for name, g in state.groups.items()
             }
 

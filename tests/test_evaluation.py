@@ -98,6 +98,33 @@ def test_reader_outage_freezes_the_clock_instead_of_stop() -> None:
     assert tl.status(T0 + 60) == "STOP"
 
 
+def test_admin_reads_stay_current_until_the_next_read_is_due_but_offsets_topic_commits_do_not(
+) -> None:
+    """``read_interval`` (the service passes the Admin API's group offsets interval for the
+    ``admin`` and ``both`` sources): a group read by the Admin API is known current until its
+    next read is due, so its clock runs that long past the last read (as Burrow's rule on the
+    same reads would) and stands only when a read is overdue. A group fed by the offsets topic
+    gets no allowance: with ``both``, an outage of the reader must not age it."""
+    admin = Timeline("admin")
+    admin.evaluator.read_interval = {C: 10.0}
+    for t in range(1, 6):
+        admin.log_end(T0 + t)
+        admin.commit(T0 + t, admin.leo(T0 + t))
+    for t in range(6, 30):
+        admin.log_end(T0 + t)  # reads fail from T0+6 on
+    # The window spans 4 s: silence past it is seen up to T0+5+10, then the clock stands.
+    g = admin.evaluator.evaluate_cluster(C, T0 + 12).group("g")
+    assert g is not None and g.status == "STOP"
+    assert admin.evaluator.evaluate_cluster(C, T0 + 8.9).group("g").status == "OK"  # type: ignore[union-attr]
+    topic = Timeline("offsets_topic")
+    topic.evaluator.read_interval = {C: 10.0}
+    healthy_until(topic, T0 + 10)
+    for t in range(11, 30):
+        topic.log_end(T0 + t)  # the reader is out from T0+10 on
+    g = topic.evaluator.evaluate_cluster(C, T0 + 19).group("g")
+    assert g is not None and g.status == "OK"
+
+
 def test_same_reader_timeline_with_fresh_reader_is_stop() -> None:
     """Control for the test above: with the reader fresh all along, STOP after the span."""
     tl = Timeline("offsets_topic")

@@ -89,8 +89,12 @@ class Run:
 
     def __post_init__(self) -> None:
         self.store = Store(EvaluatorConfig())
-        self.evaluator = Evaluator(self.store, self.store.evaluator_config,
-                                   lambda _c: self._fresh)
+        # As the service builds it (monitor/service.py).
+        self.evaluator = Evaluator(
+            self.store, self.store.evaluator_config, lambda _c: self._fresh,
+            stale_after=3 * ADMIN_READ + EVAL,
+            read_interval={C: ADMIN_READ} if self.source != "offsets_topic" else None,
+        )
 
     def _commit(self, source: OffsetSource, t: float, offset: int) -> None:
         self._order += 1
@@ -165,18 +169,17 @@ def freeze_at(c: float) -> float:
 
 
 def silence_deadline(c: float, source: str) -> float:
-    """STOP or STALL after the last (or first frozen) commit: Burrow's rule on what the source
-    sees. The window spans (W - 1) commit gaps; the Admin API sees a commit up to r later, and
-    the clock stands at its last read (an outage of ours is no silence of the consumer's), so
-    the read after the span is the one that proves it: + r. Then one evaluation."""
+    """STOP or STALL after the last (or first frozen) commit: Burrow's rule on the commits the
+    source sees (the window spans W - 1 gaps of max(c, r); the Admin API sees a commit up to r
+    after it is made), then one evaluation."""
     r = r_of(source)
-    return (WINDOW - 1) * max(c, r) + 2 * r + EVAL
+    return (WINDOW - 1) * max(c, r) + r + EVAL
 
 
 def gone_deadline(source: str) -> float:
     """Consumers left with lag (option (g)): seeing them leave (the group-metadata record at
-    once; the Admin API's next read), the grace, the read that proves it, an evaluation."""
-    return EvaluatorConfig().gone_stop + 2 * r_of(source) + EVAL
+    once; the Admin API's next read), the grace, an evaluation."""
+    return EvaluatorConfig().gone_stop + r_of(source) + EVAL
 
 
 MATRIX = [
