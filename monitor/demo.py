@@ -83,12 +83,51 @@ def _status_lines(producer: ProducerLoad, groups: list[GroupConsumer]) -> list[s
         for commit in group.commits:
             committed.update({p: off for (_, p), off in commit.offsets.items()})
         behind = sum(max(0, end - committed.get(p, 0)) for p, end in delivered.items())
-        state = "closed" if group.closed.is_set() else "running"
+        frozen = isinstance(group, StalledConsumer) and group.frozen.is_set()
+        state = "closed" if group.closed.is_set() else "frozen" if frozen else "running"
         lines.append(
             f"  {group.group_id:<13} {group.kind:<8} {state:<8} consumed {group.consumed:>7}, "
             f"committed lag {behind:>6}, commits {len(group.commits)}"
         )
     return lines
+
+
+def _clock(monotonic_at: float) -> str:
+    """Local wall-clock time (to a tenth of a second) of a ``time.monotonic()`` moment."""
+    at = time.time() - (time.monotonic() - monotonic_at)
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 10) % 10}"
+
+
+class _Events:
+    """The moments the workload changes a group's behaviour, printed once each as they happen
+    (the stalled consumer freezing, the stopped one closing), so a reader can time the
+    monitor's verdicts against them."""
+
+    def __init__(self, groups: list[GroupConsumer]) -> None:
+        self._groups = groups
+        self._printed: set[str] = set()
+
+    def lines(self) -> list[str]:
+        out = []
+        for group in self._groups:
+            if group.group_id in self._printed:
+                continue
+            if isinstance(group, StalledConsumer) and group.frozen_at is not None:
+                out.append(
+                    f"{_clock(group.frozen_at)} workload: {group.group_id} froze (stays in the "
+                    "group and re-commits the same offsets from now on)"
+                )
+            elif isinstance(group, StoppedConsumer) and group.closed.is_set():
+                commits = group.commits
+                at = commits[-1].at if commits else time.monotonic()
+                out.append(
+                    f"{_clock(at)} workload: {group.group_id} closed after its last commit "
+                    "(the group has no member from now on)"
+                )
+            else:
+                continue
+            self._printed.add(group.group_id)
+        return out
 
 
 def _verdict_lines(service: Service) -> list[str]:
@@ -129,11 +168,16 @@ async def _serve(
         f"  kafka      {config.clusters[0].bootstrap_servers[0]} (Kafka 0.9.0.1)\n",
         flush=True,
     )
+    events = _Events(groups)
+    next_status = time.monotonic() + status_every
     try:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), status_every)
-            if not stop.is_set():
+                await asyncio.wait_for(stop.wait(), min(0.5, status_every))
+            for line in events.lines():
+                print(line, flush=True)
+            if not stop.is_set() and time.monotonic() >= next_status:
+                next_status += status_every
                 print(time.strftime("%H:%M:%S workload:"), flush=True)
                 print("\n".join(_status_lines(producer, groups)), flush=True)
                 print("monitor's verdict:", flush=True)
@@ -162,6 +206,11 @@ def run_demo(port: int = 8000, brokers: int = 1, status_every: float = 10.0) -> 
         workers = [producer, *groups]
         for worker in workers:
             worker.start()
+        print(
+            f"{_clock(time.monotonic())} workload started: {TOPIC} at {PRODUCE_RATE:g} "
+            f"records/s, groups {', '.join(g.group_id for g in groups)}",
+            flush=True,
+        )
         try:
             config = demo_config(kafka, _port_or_free(port))
             asyncio.run(_serve(config, producer, groups, status_every))

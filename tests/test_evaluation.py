@@ -1,5 +1,5 @@
 """The evaluation job over a real store, on a simulated timeline (no Kafka; the real-broker
-scenarios are in test_evaluation_scenarios.py): how freshness, the Admin API's
+scenarios are in test_verdict_matrix.py): how freshness, the Admin API's
 re-observations, membership and expiry shape the verdicts."""
 
 from __future__ import annotations

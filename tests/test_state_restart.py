@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from monitor.collectors.offsets_topic import OffsetsTopicCollector
-from monitor.config import MonitorConfig, parse_config
+from monitor.config import MonitorConfig
 from monitor.localkafka import LocalKafka
 from monitor.localkafka.workload import (
     GroupConsumer,
@@ -33,7 +33,7 @@ from monitor.localkafka.workload import (
     librdkafka_logger,
 )
 from monitor.verdicts import GroupStatus
-from tests.harness.kafka_fixtures import make_unique_name
+from tests.harness.kafka_fixtures import defaults_config, make_unique_name
 from tests.harness.service_thread import ServiceThread
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900)]
@@ -48,20 +48,8 @@ TOLERANCE = 0.10
 
 
 def monitor_config(kafka: LocalKafka, prefix: str, source: str, state: Path) -> MonitorConfig:
-    """The defaults but for what a test must set: where Kafka is, which groups and topics are
-    this test's, a free HTTP port, and the state directory."""
-    return parse_config({
-        "clusters": [{
-            "name": CLUSTER,
-            "bootstrap_servers": kafka.bootstrap_servers.split(","),
-            "broker_version_fallback": "0.9.0.1",
-            "offsets_source": source,
-            "groups": {"allow": [f"^{prefix}"]},
-            "topics": {"allow": [f"^{prefix}"]},
-        }],
-        "http": {"host": "127.0.0.1", "port": 0},
-        "state": {"path": str(state)},
-    })
+    """The defaults, with this monitor's own state directory."""
+    return defaults_config(kafka, prefix, source, state={"path": str(state)})
 
 
 @dataclass

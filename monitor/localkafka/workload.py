@@ -21,6 +21,11 @@ Consumer-group scenarios, named after the consumer status they must produce in a
                   members (Kafka 0.9 reports the group as Dead and drops it from ListGroups).
 ``batch``         wakes every ``period`` s, reads what is there, commits only offsets that
                   moved and sleeps again: idle topics see no commits from it for long stretches.
+``silent``        consumes and commits like ``healthy`` for ``silent_after_s`` s, then stays in
+                  the group (heartbeats continue) but consumes nothing and commits nothing:
+                  alive, not committing.
+``deadpart``      consumes and commits like ``healthy``; after ``dead_after_s`` s it stops
+                  reading and committing one partition (paused) and keeps going on the others.
 ================  ===========================================================================
 
 Commit cadence (all scenarios): offsets are committed synchronously, explicitly (auto-commit
@@ -65,11 +70,14 @@ from monitor.kafka_client import DropFallbackDeprecation
 
 __all__ = [
     "SCENARIOS",
+    "BatchConsumer",
     "CommitRecord",
+    "DeadPartitionConsumer",
     "GroupConsumer",
     "HealthyConsumer",
     "LaggingConsumer",
     "ProducerLoad",
+    "SilentConsumer",
     "StalledConsumer",
     "StoppedConsumer",
     "WorkloadError",
@@ -505,7 +513,11 @@ class StalledConsumer(GroupConsumer):
     after its first assignment, whichever comes first. Frozen offsets are its positions; for a
     partition it never read, the group's committed offset or else the partition's low
     watermark. ``frozen`` is set (and ``frozen_offsets`` filled) once the first frozen commit
-    succeeded.
+    succeeded; ``frozen_at`` is its ``time.monotonic()``.
+
+    With ``commit_on_freeze`` (default) the frozen offsets are committed at once, while the
+    consumer is still caught up; without, at the next ``commit_interval`` tick, so every frozen
+    commit already carries lag (Burrow's STALL needs a window of commits that all have lag).
     """
 
     kind = "stalled"
@@ -518,12 +530,15 @@ class StalledConsumer(GroupConsumer):
         *,
         stall_after_records: int = 100,
         stall_after_s: float = 5.0,
+        commit_on_freeze: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(config, topic, group_id, **kwargs)
         self.stall_after_records = stall_after_records
         self.stall_after_s = stall_after_s
+        self.commit_on_freeze = commit_on_freeze
         self.frozen = threading.Event()
+        self.frozen_at: float | None = None
         self._frozen_offsets: dict[TP, int] = {}
         self.ignored = 0
 
@@ -576,10 +591,12 @@ class StalledConsumer(GroupConsumer):
         self._consumer.pause([TopicPartition(t, p) for t, p in tps])
         with self._lock:
             self._frozen_offsets.update(frozen)
-        self._commit()
+        if self.commit_on_freeze:
+            self._commit()
 
     def _on_committed(self, offsets: dict[TP, int]) -> None:
-        if self._frozen_offsets:
+        if self._frozen_offsets and not self.frozen.is_set():
+            self.frozen_at = time.monotonic()
             self.frozen.set()
 
     def _offsets_to_commit(self) -> dict[TP, int]:
@@ -636,6 +653,115 @@ class StoppedConsumer(GroupConsumer):
         return started is None or time.monotonic() - started < self.stop_after_s
 
 
+class SilentConsumer(GroupConsumer):
+    """Consumes and commits like ``healthy`` for ``silent_after_s`` s after its first
+    assignment, then stays in the group (heartbeats continue, its partitions paused) but
+    consumes nothing and commits nothing: a consumer alive but stuck before its commit (a hung
+    handler, a blocked downstream). ``silenced`` is set once it went silent; its last commit is
+    ``commits[-1]``."""
+
+    kind = "silent"
+
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        topic: str,
+        group_id: str,
+        *,
+        silent_after_s: float,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(config, topic, group_id, **kwargs)
+        self.silent_after_s = silent_after_s
+        self.silenced = threading.Event()
+        self.ignored = 0
+
+    def _budget(self) -> int:
+        if self.silenced.is_set():
+            return 0
+        started = self._first_assignment_at
+        if started is not None and self.assigned and (
+            time.monotonic() - started >= self.silent_after_s
+        ):
+            self._consumer.pause([TopicPartition(t, p) for t, p in sorted(self.assigned)])
+            self.silenced.set()
+            return 0
+        return 500
+
+    def _commit(self) -> None:
+        if not self.silenced.is_set():
+            super()._commit()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        super()._on_assign(consumer, partitions)
+        if self.silenced.is_set():  # rebalanced while silent: stay silent on the new ones
+            consumer.assign(partitions)
+            consumer.pause(partitions)
+
+    def _idle(self) -> None:
+        # Paused: poll() only serves callbacks and keeps the member alive (librdkafka leaves
+        # the group when poll() is not called for max.poll.interval.ms).
+        msg = self._consumer.poll(0.05)
+        if msg is not None and msg.error() is None:
+            self.ignored += 1
+
+
+class DeadPartitionConsumer(GroupConsumer):
+    """Consumes and commits like ``healthy``; ``dead_after_s`` s after its first assignment it
+    pauses ``dead_partition`` and from then on neither reads nor commits it, while it keeps
+    consuming and committing every other partition: one partition stuck (a poison record, a
+    hung partition worker) in a group that otherwise moves. ``dead`` is set when that
+    happened; :meth:`last_commit_of` tells when the dead partition was last committed."""
+
+    kind = "deadpart"
+
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        topic: str,
+        group_id: str,
+        *,
+        dead_partition: int,
+        dead_after_s: float,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(config, topic, group_id, **kwargs)
+        self.dead_partition = dead_partition
+        self.dead_after_s = dead_after_s
+        self.dead = threading.Event()
+
+    def last_commit_of(self, partition: int) -> CommitRecord | None:
+        """The last successful commit that included ``partition``."""
+        for commit in reversed(self.commits):
+            if (self.topic, partition) in commit.offsets:
+                return commit
+        return None
+
+    def _after_loop(self) -> bool:
+        started = self._first_assignment_at
+        tp = (self.topic, self.dead_partition)
+        if (
+            not self.dead.is_set()
+            and started is not None
+            and tp in self.assigned
+            and time.monotonic() - started >= self.dead_after_s
+        ):
+            self._consumer.pause([TopicPartition(*tp)])
+            self.dead.set()
+        return True
+
+    def _process(self, msg: Message) -> bool:
+        if self.dead.is_set() and msg.partition() == self.dead_partition:
+            return False  # fetched before the pause took effect: not processed
+        return super()._process(msg)
+
+    def _offsets_to_commit(self) -> dict[TP, int]:
+        offsets = super()._offsets_to_commit()
+        if self.dead.is_set():
+            offsets.pop((self.topic, self.dead_partition), None)
+        return offsets
+
+
 class BatchConsumer(GroupConsumer):
     """Wakes every ``period`` s, reads what is there for ``awake_s`` s, commits only offsets
     that moved, and sleeps again (still a group member): a batch job on a slow or idle topic.
@@ -683,6 +809,9 @@ SCENARIOS: dict[str, type[GroupConsumer]] = {
     "lagging": LaggingConsumer,
     "stalled": StalledConsumer,
     "stopped": StoppedConsumer,
+    "silent": SilentConsumer,
+    "deadpart": DeadPartitionConsumer,
+    "batch": BatchConsumer,
 }
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from monitor.config import MonitorConfig, parse_config
 from monitor.localkafka import LocalKafka
 
 __all__ = ["kafka", "kafka3", "make_unique_name", "unique_name"]
@@ -41,6 +42,27 @@ def make_unique_name(prefix: str, hint: str = "") -> str:
     """
     slug = re.sub(r"[^a-z0-9]+", "-", f"{prefix}-{hint}".lower()).strip("-")[:60]
     return f"{slug}-{next(_counter)}-{uuid.uuid4().hex[:8]}"
+
+
+def defaults_config(
+    kafka: LocalKafka, prefix: str, source: str, **sections: dict[str, object]
+) -> MonitorConfig:
+    """The configuration a user gets, but for what a test must set: where Kafka is, the
+    offsets source, which groups and topics are the test's (``^prefix``), a free HTTP port;
+    ``sections`` are merged in (e.g. ``collectors={...}``, ``state={...}``)."""
+    data: dict[str, object] = {
+        "clusters": [{
+            "name": "local",
+            "bootstrap_servers": kafka.bootstrap_servers.split(","),
+            "broker_version_fallback": "0.9.0.1",
+            "offsets_source": source,
+            "groups": {"allow": [f"^{prefix}"]},
+            "topics": {"allow": [f"^{prefix}"]},
+        }],
+        "http": {"host": "127.0.0.1", "port": 0},
+    }
+    data.update(sections)
+    return parse_config(data)
 
 
 @pytest.fixture
