@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.config import EvaluatorConfig
+from monitor.config import CollectorsConfig, EvaluatorConfig
 from monitor.evaluation import ClusterEvaluation, Evaluator
 from monitor.observations import (
     BrokerOffsets,
@@ -108,8 +108,14 @@ class Replayer:
     """A store and an evaluator fed by observation rows (see the module docstring).
     Picklable, so a streaming job keeps one per bucket in Spark state between batches."""
 
-    def __init__(self, config: EvaluatorConfig) -> None:
+    def __init__(
+        self, config: EvaluatorConfig,
+        read_interval: float = CollectorsConfig().group_offsets_interval,
+    ) -> None:
         self.config = config
+        # How often the recorded service read groups through the Admin API: its evaluator
+        # holds such a read current that long (groups fed by __consumer_offsets: no effect).
+        self.read_interval = read_interval
         self.run: int | None = None
         self.next_step: float | None = None  # step mode: the next evaluation time
         self.observations = 0
@@ -156,7 +162,8 @@ class Replayer:
         API would answer it, for the stream's statuses topic."""
         self._now = now
         self.store.expire_groups(now)
-        evaluator = Evaluator(self.store, self.config, freshness=self._freshness)
+        evaluator = Evaluator(self.store, self.config, freshness=self._freshness,
+                              read_interval={cluster: self.read_interval})
         ev = evaluator.evaluate_cluster(cluster, now)
         out = verdicts(ev)
         if detail:
