@@ -290,8 +290,7 @@ class Evaluator:
             max_age = self.published_stale_after.get(cluster, self.stale_after)
             return PublishedEvaluation(cluster, now, time.monotonic() - started, published,
                                        max_age)
-        states = self.store.group_states(cluster)
-        data = self.store.evaluation_input(cluster)
+        states, data = self.store.evaluation_snapshot(cluster)
         reader_fresh = self._freshness(cluster)
         stale = {
             name

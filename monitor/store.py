@@ -442,12 +442,21 @@ class Store:
     def evaluation_input(self, cluster: str) -> EvaluationInput | None:
         """The cluster's windows and log-end history as the evaluator's arrays (copies); None
         for an unknown cluster."""
+        return self.evaluation_snapshot(cluster)[1]
+
+    def evaluation_snapshot(
+        self, cluster: str
+    ) -> tuple[dict[str, GroupState], EvaluationInput | None]:
+        """What one evaluation round reads, taken in one lock: every group's state
+        (:meth:`group_states`) and the windows (:meth:`evaluation_input`). Taken in two, a
+        commit landing between them would be judged against another moment's freshness or
+        membership."""
         with self._lock:
             state = self._clusters.get(cluster)
             if state is None:
-                return None
+                return {}, None
             self._emit(Snapshot(cluster))
-            return state.windows.evaluation_input()
+            return self._group_states(state), state.windows.evaluation_input()
 
     def group_windows(
         self, cluster: str, group: str
@@ -482,12 +491,14 @@ class Store:
         """Every group's membership and offsets freshness, in one locked pass."""
         with self._lock:
             state = self._clusters.get(cluster)
-            if state is None:
-                return {}
-            return {
-                name: GroupState(g.membership, g.offsets_at, g.stale_error, g.left_at, not g.exact)
-                for name, g in state.groups.items()
-            }
+            return {} if state is None else self._group_states(state)
+
+    @staticmethod
+    def _group_states(state: _Cluster) -> dict[str, GroupState]:
+        return {
+            name: GroupState(g.membership, g.offsets_at, g.stale_error, g.left_at, not g.exact)
+            for name, g in state.groups.items()
+        }
 
     def put_published(self, cluster: str, verdicts: Mapping[str, GroupStatus | None]) -> None:
         """Verdicts the Spark stream published for ``cluster`` (``offsets_source: pipeline``):
