@@ -3,8 +3,11 @@
 Pure functions over struct-of-arrays inputs (no I/O, no Kafka, no per-partition Python
 objects), so the service and the Spark pipeline run the same code on batches of any size.
 
-Partition rules, in Burrow's order (``burrow-reference.md``; names of the rule results follow
-Burrow's functions so a failing case points at one rule):
+Partition rules, in Burrow's order (``burrow-reference.md``). Each is one function below named
+after Burrow's (``is_lag_always_not_zero``, ``check_offsets_rewind``, ``check_offsets_stopped``,
+``check_offsets_stalled``, ``check_lag_not_decreasing``, ``check_recent_lag_zero``), each option
+one ``option_<letter>_...`` function, and :func:`evaluate_partitions` combines them, so a failing
+case points at one rule:
 
 1. ``current_lag <= allowed_lag`` -> OK.
 2. stopped (``now - last ts > last ts - first ts``) and not ``recent_lag_zero`` (no stored log
@@ -297,6 +300,204 @@ class PartitionResults:
     stop_clock_ms: FloatArray  # when the STOP clock started (last commit, or later with (a))
 
 
+@dataclass(frozen=True, slots=True)
+class _Views:
+    """What every rule reads, built once per batch: slot-major ``[W, P]`` views (C-contiguous:
+    each rule is a reduction over a few rows of P values, many times faster than reducing the
+    short axis of ``[P, W]``) and each partition's first and last commit."""
+
+    off: IntArray
+    ts: IntArray
+    lags: IntArray
+    valid: BoolArray  # [W, P]: slot filled
+    pair: BoolArray  # [W-1, P]: slot j+1 (and so slot j) filled
+    cnt: IntArray
+    filled: BoolArray  # [P]: any commit
+    lag_known: BoolArray  # [W, P]: filled with a known lag
+    first_ts: FloatArray
+    last_off: IntArray
+    last_ts: FloatArray
+    last_lag: IntArray
+
+    @classmethod
+    def of(cls, w: PartitionWindows) -> _Views:
+        p, width = w.offsets.shape
+        off, ts, lags = w.offsets.T, w.timestamps_ms.T, w.lags.T
+        valid = np.arange(width)[:, None] < w.counts
+        last_i = np.maximum(w.counts - 1, 0) * p + np.arange(p, dtype=np.int64)  # flat [W, P]
+        return cls(
+            off, ts, lags, valid, valid[1:], w.counts, w.counts > 0, valid & (lags >= 0),
+            ts[0].astype(np.float64), off.reshape(-1)[last_i],
+            ts.reshape(-1)[last_i].astype(np.float64), lags.reshape(-1)[last_i],
+        )
+
+
+# --- Burrow's rules, one function each, named after Burrow's ----------------------------------
+
+
+def is_lag_always_not_zero(v: _Views, allowed: IntArray) -> BoolArray:
+    """isLagAlwaysNotZero: no known lag in the window is within ``allowed``."""
+    return v.filled & ~np.any(v.lag_known & (v.lags <= allowed), axis=0)
+
+
+def check_offsets_rewind(v: _Views) -> tuple[BoolArray, IntArray, BoolArray]:
+    """checkIfOffsetsRewind: (any offset lower than its predecessor, the first such slot or -1,
+    checkIfRewindRecovered: a later offset reached the one before the drop again). The last
+    two are computed only where some offset went down (few partitions)."""
+    p = v.cnt.shape[0]
+    down = (v.off[1:] < v.off[:-1]) & v.pair
+    has_rewind = np.any(down, axis=0)
+    index = np.full(p, -1, dtype=np.int64)
+    recovered = np.zeros(p, dtype=bool)
+    rw = np.flatnonzero(has_rewind)
+    if rw.size:
+        ri = np.argmax(down[:, rw], axis=0).astype(np.int64) + 1
+        index[rw] = ri
+        before = v.off.reshape(-1)[(ri - 1) * p + rw]
+        slot = np.arange(v.off.shape[0])[:, None]
+        recovered[rw] = np.any(v.valid[:, rw] & (slot >= ri) & (v.off[:, rw] >= before), axis=0)
+    return has_rewind, index, recovered
+
+
+def check_offsets_stopped(v: _Views, now: FloatArray) -> BoolArray:
+    """checkIfOffsetsStopped: the time since the last commit exceeds (strictly) the window's
+    span."""
+    return v.filled & ((now - v.last_ts) > (v.last_ts - v.first_ts))
+
+
+def check_offsets_stalled(v: _Views) -> BoolArray:
+    """checkIfOffsetsStalled: every offset equals the one before it."""
+    return v.filled & ~np.any((v.off[1:] != v.off[:-1]) & v.pair, axis=0)
+
+
+def trend_views(v: _Views, w: PartitionWindows) -> tuple[IntArray, IntArray, BoolArray, bool]:
+    """The commits the lag trend is judged on: the trend window when the caller gives one
+    (lags at each commit's time; see :class:`PartitionWindows`), else the window itself.
+    Returns slot-major offsets, lags, which lags are known, and whether it is a trend window."""
+    if w.trend_counts is None or w.trend_offsets is None or w.trend_lags is None:
+        return v.off, v.lags, v.lag_known, False
+    t_off, t_lags = w.trend_offsets.T, w.trend_lags.T
+    t_known = (np.arange(t_off.shape[0])[:, None] < w.trend_counts) & (t_lags >= 0)
+    return t_off, t_lags, t_known, True
+
+
+def check_lag_not_decreasing(
+    v: _Views, t_lags: IntArray, t_known: BoolArray, trend_window: bool
+) -> BoolArray:
+    """checkIfLagNotDecreasing: known lags never decrease (unknown ones are skipped; known lags
+    are >= 0, so the -1 start never counts as a decrease). A trend window with no known lag
+    shows no trend."""
+    p = v.cnt.shape[0]
+    prev = np.full(p, -1, dtype=np.int64)
+    decrease = np.zeros(p, dtype=bool)
+    for j in range(t_lags.shape[0]):
+        decrease |= t_known[j] & (t_lags[j] < prev)
+        np.copyto(prev, t_lags[j], where=t_known[j])
+    out = v.filled & ~decrease
+    return out & np.any(t_known, axis=0) if trend_window else out
+
+
+def check_recent_lag_zero(v: _Views, w: PartitionWindows) -> BoolArray:
+    """checkIfRecentLagZero: some stored log end is at or below the last committed offset."""
+    ring = w.broker_offsets.T
+    bvalid = np.arange(ring.shape[0])[:, None] < w.broker_counts
+    return np.any(bvalid & (ring <= v.last_off), axis=0)
+
+
+# --- this project's options, one function each (see the module docstring) --------------------
+
+
+def option_b_markers_only(
+    v: _Views, w: PartitionWindows, opt: RuleOptions, allowed: IntArray,
+    history: LeoHistory | None,
+) -> BoolArray:
+    """(b): a lag within ``marker_tolerance`` that was already there at the last commit (the
+    log end has not moved since) is transaction markers: caught up."""
+    cur = w.current_lag
+    if opt.marker_tolerance <= 0:
+        return np.zeros(cur.shape[0], dtype=bool)
+    not_moved = (v.last_lag >= 0) & (v.last_lag >= cur)
+    if history is not None:
+        not_moved |= ~history.moved_after(v.last_off + cur, v.last_ts)
+    return v.filled & (cur > allowed) & (cur <= opt.marker_tolerance) & not_moved
+
+
+def option_e_young_window_allowance(
+    v: _Views, opt: RuleOptions, allowance: FloatArray
+) -> FloatArray:
+    """(e): the silence must exceed at least ``_YOUNG_GAPS`` of the window's commit gaps
+    (Burrow: one gap when it holds two commits); a lone commit (no cadence) waits
+    ``young_window_stop_ms``."""
+    if opt.young_window_stop_ms <= 0:
+        return allowance
+    span = v.last_ts - v.first_ts
+    least = np.where(
+        v.cnt >= 2, span / np.maximum(v.cnt - 1, 1) * _YOUNG_GAPS, opt.young_window_stop_ms
+    )
+    return np.maximum(allowance, least)
+
+
+def option_a_idle_aware_stop_clock(
+    v: _Views, opt: RuleOptions, allowed: IntArray, history: LeoHistory | None,
+    allowance: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """(a): STOP's clock starts when the consumer last had nothing to read (the log end seen
+    within ``allowed``, or at the marker-sized gap its last commit already saw), not at its
+    last commit; a consumer that went idle caught up gets ``idle_grace_ms``. Returns the
+    clock's start and the allowance."""
+    if not opt.idle_aware_stop or history is None:
+        return v.last_ts, allowance
+    at_commit = np.where((v.last_lag >= 0) & (v.last_lag <= opt.marker_tolerance), v.last_lag, 0)
+    seen = history.last_time_at_or_below(v.last_off + np.maximum(allowed, at_commit))
+    clock = np.maximum(v.last_ts, seen.astype(np.float64))
+    if opt.idle_grace_ms > 0:
+        # Idle: the log end stayed at its committed offset for longer than its usual gap
+        # between commits after the last one (a consumer that died mid-stream sees the log end
+        # move on within one gap). It commits only on progress, so its window span says
+        # nothing of how fast it reacts to new data: give it the grace.
+        usual_gap = (v.last_ts - v.first_ts) / np.maximum(v.cnt - 1, 1)
+        idled = (seen - v.last_ts) > usual_gap
+        allowance = np.where(idled, np.maximum(allowance, opt.idle_grace_ms), allowance)
+    return clock, allowance
+
+
+def option_f_lag_beyond_sampling(
+    off: IntArray, lags: IntArray, lag_known: BoolArray, gaps: float
+) -> BoolArray:
+    """(f): between the first and the last known lag of each window (``[W, P]`` slot-major
+    inputs), the lag grew and ended above ``gaps`` commit gaps' worth of production (the
+    log end, offset + lag, advanced this much per gap on average)."""
+    width, p = off.shape
+    col = np.arange(p, dtype=np.int64)
+    first_j = np.argmax(lag_known, axis=0).astype(np.int64)
+    last_j = (width - 1 - np.argmax(lag_known[::-1], axis=0)).astype(np.int64)
+    first_i, last_i = first_j * p + col, last_j * p + col
+    first_lag, last_lag = lags.reshape(-1)[first_i], lags.reshape(-1)[last_i]
+    produced = (off.reshape(-1)[last_i] + last_lag) - (off.reshape(-1)[first_i] + first_lag)
+    per_gap = produced / np.maximum(last_j - first_j, 1)
+    grew = np.any(lag_known, axis=0) & (last_j > first_j) & (last_lag > first_lag)
+    return grew & (last_lag > gaps * per_gap)
+
+
+def option_g_consumers_gone(
+    v: _Views, opt: RuleOptions, now: FloatArray, stop_clock: FloatArray,
+    allowance: FloatArray, left_ms: npt.ArrayLike | None,
+) -> BoolArray:
+    """(g): the group's consumers left (``left_ms``, NaN where not): nobody will read the
+    waiting data, so the silence only has to outlast a short grace (a restart), not the
+    window's span."""
+    p = v.cnt.shape[0]
+    if opt.gone_stop_ms <= 0 or left_ms is None:
+        return np.zeros(p, dtype=bool)
+    left = np.broadcast_to(np.asarray(left_ms, dtype=np.float64), (p,))
+    gone = ~np.isnan(left)
+    since = np.maximum(stop_clock, np.where(gone, left, -np.inf))
+    return v.filled & gone & ((now - since) > np.minimum(allowance, opt.gone_stop_ms))
+
+
+# --- the combiner ------------------------------------------------------------------------------
+
+
 def evaluate_partitions(
     w: PartitionWindows,
     now_ms: float | npt.ArrayLike,
@@ -316,7 +517,7 @@ def evaluate_partitions(
     NaN where not): when the group's consumers were seen to have left (it had live members,
     now none), for option (g)."""
     opt = options or RuleOptions()
-    p, width = w.offsets.shape
+    p = w.offsets.shape[0]
     allowed = np.broadcast_to(
         np.asarray(opt.allowed_lag if allowed_lag is None else allowed_lag, dtype=np.int64), (p,)
     )
@@ -325,150 +526,60 @@ def evaluate_partitions(
     if history is not None and history.size != p:
         raise ValueError(f"history has {history.size} partitions, windows {p}")
     now = np.broadcast_to(np.asarray(now_ms, dtype=np.float64), (p,))
-    cnt = w.counts
-    filled = cnt > 0
-    # Slot-major views ([W, P], C-contiguous): every rule is a reduction over a few rows of
-    # P values, many times faster than reducing the short axis of [P, W].
-    off, ts, lags = w.offsets.T, w.timestamps_ms.T, w.lags.T
-    slot = np.arange(width)[:, None]
-    valid = slot < cnt
-    pair = valid[1:]  # slot j+1 (and so slot j) filled
+    v = _Views.of(w)
 
-    col = np.arange(p, dtype=np.int64)
-    last_i = np.maximum(cnt - 1, 0) * p + col  # flat index into a [W, P] array
-    first_ts = ts[0].astype(np.float64)
-    last_off = off.reshape(-1)[last_i]
-    last_ts = ts.reshape(-1)[last_i].astype(np.float64)
-    last_lag = lags.reshape(-1)[last_i]
+    # Burrow's rule results, raw.
+    lag_always_not_zero = is_lag_always_not_zero(v, allowed)
+    has_rewind, rewind_index, rewind_recovered = check_offsets_rewind(v)
+    stopped = check_offsets_stopped(v, now)
+    stalled = check_offsets_stalled(v)
+    t_off, t_lags, t_known, trend_window = trend_views(v, w)
+    lag_not_decreasing = check_lag_not_decreasing(v, t_lags, t_known, trend_window)
+    recent_lag_zero = check_recent_lag_zero(v, w)
 
-    # isLagAlwaysNotZero: no known lag <= allowed in the window.
-    lag_known = valid & (lags >= 0)
-    lag_always_not_zero = filled & ~np.any(lag_known & (lags <= allowed), axis=0)
-
-    # checkIfOffsetsRewind: first j with offset[j] < offset[j-1]; recovered if a later offset
-    # reaches offset[j-1] again. Both only where some offset went down (few partitions).
-    down = (off[1:] < off[:-1]) & pair
-    has_rewind = np.any(down, axis=0)
-    rewind_index = np.full(p, -1, dtype=np.int64)
-    rewind_recovered = np.zeros(p, dtype=bool)
-    rw = np.flatnonzero(has_rewind)
-    if rw.size:
-        ri = np.argmax(down[:, rw], axis=0).astype(np.int64) + 1
-        rewind_index[rw] = ri
-        before = off.reshape(-1)[(ri - 1) * p + rw]
-        rewind_recovered[rw] = np.any(
-            valid[:, rw] & (slot >= ri) & (off[:, rw] >= before), axis=0
-        )
-
-    # checkIfOffsetsStopped: time since last commit > span of the window (strictly).
-    stopped = filled & ((now - last_ts) > (last_ts - first_ts))
-
-    # checkIfOffsetsStalled: every offset equals the one before it.
-    stalled = filled & ~np.any((off[1:] != off[:-1]) & pair, axis=0)
-
-    # checkIfLagNotDecreasing: known lags never decrease (unknown lags are skipped). Known
-    # lags are >= 0, so the -1 start never counts as a decrease. Judged on the trend window
-    # when the caller gives one (lags at commit time; see PartitionWindows).
-    if w.trend_counts is not None and w.trend_offsets is not None and w.trend_lags is not None:
-        t_off, t_lags = w.trend_offsets.T, w.trend_lags.T
-        t_known = (np.arange(t_off.shape[0])[:, None] < w.trend_counts) & (t_lags >= 0)
-    else:
-        t_off, t_lags, t_known = off, lags, lag_known
-    prev = np.full(p, -1, dtype=np.int64)
-    decrease = np.zeros(p, dtype=bool)
-    for j in range(t_lags.shape[0]):
-        decrease |= t_known[j] & (t_lags[j] < prev)
-        np.copyto(prev, t_lags[j], where=t_known[j])
-    lag_not_decreasing = filled & ~decrease
-    if t_known is not lag_known:  # a trend window: no known lag there is no trend
-        lag_not_decreasing &= np.any(t_known, axis=0)
-    warn_trend = lag_not_decreasing
-    if opt.warn_lag_gaps > 0:
-        warn_trend = lag_not_decreasing & _lag_beyond_sampling(
-            t_off, t_lags, t_known, opt.warn_lag_gaps
-        )
-    if opt.young_window_stop_ms > 0:
-        warn_trend = warn_trend & (np.sum(t_known, axis=0) >= 2)  # (e): a trend, not a point
-
-    # checkIfRecentLagZero: some stored log end <= last committed offset.
-    ring = w.broker_offsets.T
-    bvalid = np.arange(ring.shape[0])[:, None] < w.broker_counts
-    recent_lag_zero = np.any(bvalid & (ring <= last_off), axis=0)
-
-    # Rule 1, with (b): a gap of <= marker_tolerance already there at the last commit.
-    cur = w.current_lag
-    markers_only = np.zeros(p, dtype=bool)
-    if opt.marker_tolerance > 0:
-        leo_now = last_off + cur
-        not_moved = (last_lag >= 0) & (last_lag >= cur)
-        if history is not None:
-            not_moved |= ~history.moved_after(leo_now, last_ts)
-        markers_only = filled & (cur > allowed) & (cur <= opt.marker_tolerance)
-        markers_only &= not_moved
-    caught_up = (cur <= allowed) | markers_only
-
-    # Rule 2, with (a): the STOP clock starts when the consumer last had nothing to read.
-    stop_clock = last_ts
-    span = last_ts - first_ts
-    allowance = span
-    if opt.young_window_stop_ms > 0:
-        # (e) Silence must exceed at least _YOUNG_GAPS of the window's commit gaps (Burrow:
-        # one gap when it holds two commits), and a lone commit (no cadence) waits the floor.
-        least = np.where(
-            cnt >= 2, span / np.maximum(cnt - 1, 1) * _YOUNG_GAPS, opt.young_window_stop_ms
-        )
-        allowance = np.maximum(span, least)
-    if opt.idle_aware_stop and history is not None:
-        # Nothing to read: within allowed lag, or at the log end the last commit saw if that
-        # gap was marker-sized (it was already there when the consumer committed).
-        at_commit = np.where((last_lag >= 0) & (last_lag <= opt.marker_tolerance), last_lag, 0)
-        slack = np.maximum(allowed, at_commit)
-        seen = history.last_time_at_or_below(last_off + slack).astype(np.float64)
-        stop_clock = np.maximum(last_ts, seen)
-        if opt.idle_grace_ms > 0:
-            # Idle: the log end stayed at its committed offset for longer than its usual gap
-            # between commits after the last one (a consumer that died mid-stream sees the
-            # log end move on within one gap). It commits only on progress, so its window
-            # span says nothing of how fast it reacts to new data: give it the grace.
-            usual_gap = span / np.maximum(cnt - 1, 1)
-            idled = (seen - last_ts) > usual_gap
-            allowance = np.where(idled, np.maximum(allowance, opt.idle_grace_ms), allowance)
-    stop_due = filled & ((now - stop_clock) > allowance)
-    # Burrow's exception "some recent log end <= the committed offset: a quiet topic" is what
-    # (a) does precisely (its clock starts when the log end was last seen there); kept as
-    # such it would hold a consumer that died caught up for ``intervals`` log-end refreshes.
+    # Rule 1, with (b).
+    markers_only = option_b_markers_only(v, w, opt, allowed, history)
+    caught_up = (w.current_lag <= allowed) | markers_only
+    # Rule 2, with (e), (a) and (g). Burrow's exception "some recent log end <= the committed
+    # offset: a quiet topic" is what (a) does precisely (its clock starts when the log end was
+    # last seen there); kept as such it would hold a consumer that died caught up for
+    # ``intervals`` log-end refreshes.
+    allowance = option_e_young_window_allowance(v, opt, v.last_ts - v.first_ts)
+    stop_clock, allowance = option_a_idle_aware_stop_clock(v, opt, allowed, history, allowance)
+    stop_due = v.filled & ((now - stop_clock) > allowance)
+    stop_due |= option_g_consumers_gone(v, opt, now, stop_clock, allowance, left_ms)
     exempt = recent_lag_zero
     if opt.idle_aware_stop and history is not None:
         exempt = np.zeros(p, dtype=bool)
-    if opt.gone_stop_ms > 0 and left_ms is not None:
-        # (g) Its consumers left: nobody will read the waiting data, so the silence only has
-        # to outlast a short grace (a restart), not the window's span.
-        left = np.broadcast_to(np.asarray(left_ms, dtype=np.float64), (p,))
-        gone = ~np.isnan(left)
-        since = np.maximum(stop_clock, np.where(gone, left, -np.inf))
-        stop_due |= filled & gone & ((now - since) > np.minimum(allowance, opt.gone_stop_ms))
+    # Rule 4's WARN, with (f) and (e): a trend, grown beyond what sampling explains.
+    warn_trend = lag_not_decreasing
+    if opt.warn_lag_gaps > 0:
+        warn_trend = warn_trend & option_f_lag_beyond_sampling(
+            t_off, t_lags, t_known, opt.warn_lag_gaps
+        )
+    if opt.young_window_stop_ms > 0:
+        warn_trend = warn_trend & (np.sum(t_known, axis=0) >= 2)
 
     status = np.full(p, Status.OK, dtype=np.int8)
-    judged = filled & ~caught_up
+    judged = v.filled & ~caught_up
     is_stop = judged & stop_due & ~exempt
-    held = np.zeros(p, dtype=bool)  # (d): would be STOP, but a consumer is there
+    held = np.zeros(p, dtype=bool)  # (d): would be STOP, but a consumer is there: STALL
     if opt.live_member_stall and alive is not None:
         held = is_stop & np.broadcast_to(np.asarray(alive, dtype=bool), (p,))
         is_stop &= ~held
     is_rewind = judged & ~is_stop & has_rewind & ~rewind_recovered
     rest = judged & ~is_stop & ~is_rewind & lag_always_not_zero
     if opt.young_window_stop_ms > 0:
-        rest &= cnt >= 2  # (e): one commit shows no trend (Burrow: STALL, as all "equal")
+        rest &= v.cnt >= 2  # (e): one commit shows no trend (Burrow: STALL, as all "equal")
     status[rest & warn_trend] = Status.WARN
     status[rest & stalled] = Status.STALL  # STALL is checked before WARN in Burrow
     status[held & ~is_rewind] = Status.STALL
     status[is_rewind] = Status.REWIND
     status[is_stop] = Status.STOP
 
-    complete = cnt.astype(np.float64) / float(w.window_size)
     return PartitionResults(
         status=status,
-        complete=complete,
+        complete=v.cnt.astype(np.float64) / float(w.window_size),
         lag_always_not_zero=lag_always_not_zero,
         rewind_index=rewind_index,
         rewind_recovered=rewind_recovered,
@@ -480,24 +591,6 @@ def evaluate_partitions(
         markers_only=markers_only,
         stop_clock_ms=np.asarray(stop_clock, dtype=np.float64),
     )
-
-
-def _lag_beyond_sampling(
-    off: IntArray, lags: IntArray, lag_known: BoolArray, gaps: float
-) -> BoolArray:
-    """(f): between the first and the last known lag of each window (``[W, P]`` slot-major
-    inputs), the lag grew and ended above ``gaps`` commit gaps' worth of production (the
-    log end, offset + lag, advanced this much per gap on average)."""
-    width, p = off.shape
-    col = np.arange(p, dtype=np.int64)
-    first_j = np.argmax(lag_known, axis=0).astype(np.int64)
-    last_j = (width - 1 - np.argmax(lag_known[::-1], axis=0)).astype(np.int64)
-    first_i, last_i = first_j * p + col, last_j * p + col
-    first_lag, last_lag = lags.reshape(-1)[first_i], lags.reshape(-1)[last_i]
-    produced = (off.reshape(-1)[last_i] + last_lag) - (off.reshape(-1)[first_i] + first_lag)
-    per_gap = produced / np.maximum(last_j - first_j, 1)
-    grew = np.any(lag_known, axis=0) & (last_j > first_j) & (last_lag > first_lag)
-    return grew & (last_lag > gaps * per_gap)
 
 
 class GroupIndex:
