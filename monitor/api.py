@@ -26,7 +26,7 @@ from aiohttp import web
 from monitor.canary.probe import CanaryProbe
 from monitor.config import effective_config
 from monitor.evaluation import ClusterEvaluation
-from monitor.httpserver import HOSTNAME, SERVICE_KEY, reply
+from monitor.http_common import SERVICE_KEY, envelope, reply
 from monitor.mirror import MirrorCollector, mirror_view
 from monitor.observations import ClusterMetadata, OffsetsDeleted
 from monitor.status_json import notfound_json, status_json
@@ -61,14 +61,7 @@ def _result(service: Service, cluster: str) -> ClusterEvaluation | None:
 def _envelope(request: web.Request, message: str, key: str, fragment: bytes,
               status: int = 200) -> web.Response:
     """Burrow's envelope around an already-rendered payload (the cached part)."""
-    tail = json.dumps({"url": request.path, "host": HOSTNAME}).encode()
-    body = b"".join((
-        b'{"error": ', b"true" if status >= 400 else b"false",
-        b', "message": ', json.dumps(message).encode(),
-        b', "', key.encode(), b'": ', fragment,
-        b', "request": ', tail, b"}",
-    ))
-    return web.Response(body=body, status=status, content_type="application/json")
+    return envelope(request, message, ((key, fragment),), status)
 
 
 # ----------------------------------------------------------------------------- handlers

@@ -8,32 +8,20 @@ clients can always parse the reply.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from monitor.api import add_v3_routes
 from monitor.health_metrics import cluster_health, thresholds_for
+from monitor.http_common import SERVICE_KEY, reply
 
 if TYPE_CHECKING:
     from monitor.service import Service
 
 _log = logging.getLogger("monitor.http")
-HOSTNAME = socket.gethostname()
-SERVICE_KEY: web.AppKey[Service] = web.AppKey("service")
-
-
-def reply(request: web.Request, payload: dict[str, Any], status: int = 200) -> web.Response:
-    """A JSON body in Burrow's envelope: ``error``, ``message``, payload, ``request``."""
-    body = {
-        "error": status >= 400,
-        "message": payload.pop("message", "OK"),
-        **payload,
-        "request": {"url": request.path, "host": HOSTNAME},
-    }
-    return web.json_response(body, status=status)
 
 
 @web.middleware
@@ -123,7 +111,5 @@ def build_app(service: Service) -> web.Application:
     app.router.add_get("/ready", ready)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/v3/kafka/{cluster}/health", cluster_health_view)
-    from monitor.api import add_v3_routes  # the API module builds on this one
-
     add_v3_routes(app)
     return app
