@@ -331,6 +331,7 @@ def test_unusable_snapshot_is_logged_and_ignored(
 def test_windows_sized_for_another_configuration_are_ignored(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, "monitor.state")  # whatever level a test left
     state_file(tmp_path).save(filled_store())
     store = Store(EvaluatorConfig(window=15))
     assert state_file(tmp_path).load(store) is None
@@ -344,6 +345,7 @@ def test_only_configured_clusters_are_restored(
 ) -> None:
     """A cluster added to or removed from the configuration does not cost the others their
     state; the one removed is not brought back."""
+    caplog.set_level(logging.WARNING, "monitor.state")
     store = filled_store("a")
     other = filled_store("b")
     other_input = other.evaluation_input("b")
