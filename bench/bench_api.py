@@ -32,9 +32,9 @@ import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 from monitor.config import parse_config  # noqa: E402
-from monitor.evaluation import Evaluator  # noqa: E402
-from monitor.httpserver import build_app  # noqa: E402
-from monitor.observations import BrokerOffsets, CommitBatch  # noqa: E402
+from monitor.evaluate.job import Evaluator  # noqa: E402
+from monitor.model.observations import BrokerOffsets, CommitBatch  # noqa: E402
+from monitor.serve.http.app import build_app  # noqa: E402
 from monitor.service import Service  # noqa: E402
 
 CLUSTER = "bench"

@@ -10,7 +10,7 @@ Against a real local Kafka 0.9 broker (one topic of 100 partitions):
 
 CPU is this process's CPU time over the run, as % of one core; the ratio compares the two.
 Accuracy, record by record: an independent consumer in a separate process reads the canary
-topic, decodes each record of this probe's run (``monitor/canary/record.py``) and notes
+topic, decodes each record of this probe's run (``monitor/ingest/canary/record.py``) and notes
 (partition, sequence, receive time - send time); the probe reports the same figure for each
 record it consumes during the measured run (its ``on_record`` hook, unset in the service). The
 two are matched by (partition, sequence): the result gives the matched count, the per-record
@@ -34,18 +34,18 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from monitor.canary.metrics import CanaryMetrics  # noqa: E402
-from monitor.canary.probe import CanaryProbe  # noqa: E402
 from monitor.config import parse_config  # noqa: E402
-from monitor.localkafka import LocalKafka  # noqa: E402
-from monitor.localkafka.workload import librdkafka_logger  # noqa: E402
+from monitor.dev.localkafka import LocalKafka  # noqa: E402
+from monitor.dev.localkafka.workload import librdkafka_logger  # noqa: E402
+from monitor.ingest.canary.metrics import CanaryMetrics  # noqa: E402
+from monitor.ingest.canary.probe import CanaryProbe  # noqa: E402
 
 PARTITIONS = 100
 
 _INDEPENDENT = r"""
 import json, sys, time
 from confluent_kafka import Consumer, TopicPartition, OFFSET_END
-from monitor.canary.record import decode
+from monitor.ingest.canary.record import decode
 bootstrap, topic, n, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 instance, stream, epoch_ms = sys.argv[5], sys.argv[6], int(sys.argv[7])
 c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-independent",

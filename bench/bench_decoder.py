@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from monitor.consumer_offsets import ConsumerOffsetsDecoder  # noqa: E402
+from monitor.ingest.consumer_offsets import ConsumerOffsetsDecoder  # noqa: E402
 
 OFFSETS_TOPIC_PARTITIONS = 50
 RATE_TARGET = 250_000
@@ -278,7 +278,7 @@ def broker_run(
 
     cluster = None
     if bootstrap is None:
-        from monitor.localkafka import LocalKafka
+        from monitor.dev.localkafka import LocalKafka
 
         cluster = LocalKafka(1).start()
         config: dict[str, object] = cluster.client_config()
@@ -349,7 +349,7 @@ def broker_run(
             raw = max(raw, consume(False))
             dec = max(dec, consume(True))
         return {
-            "cluster": "local Kafka 0.9.0.1 (monitor.localkafka)" if cluster else bootstrap,
+            "cluster": "local Kafka 0.9.0.1 (monitor.dev.localkafka)" if cluster else bootstrap,
             "topic_partitions": n_parts,
             "produce_records_per_s": round(total / produce_s),
             "consume_touch_records_per_s": round(raw),

@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from monitor.evaluator import (  # noqa: E402
+from monitor.rules import (  # noqa: E402
     BurrowStatus,
     GroupIndex,
     LeoHistory,

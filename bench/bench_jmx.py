@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jmxquery import JMXConnection, JMXQuery  # noqa: E402
 
-from monitor.collectors.jmx import JmxCollector  # noqa: E402
-from monitor.collectors.jmx_launcher import Launcher  # noqa: E402
 from monitor.config import ClusterConfig  # noqa: E402
-from monitor.jmx_metrics import BY_NAME, DEFAULT_MBEANS, JmxScrape  # noqa: E402
-from monitor.localkafka import LocalKafka  # noqa: E402
-from monitor.store import Store  # noqa: E402
+from monitor.dev.localkafka import LocalKafka  # noqa: E402
+from monitor.ingest.jmx import JmxCollector  # noqa: E402
+from monitor.ingest.jmx_launcher import Launcher  # noqa: E402
+from monitor.model.jmx_metrics import BY_NAME, DEFAULT_MBEANS, JmxScrape  # noqa: E402
+from monitor.store.store import Store  # noqa: E402
 
 TARGET = 1.5
 

@@ -8,7 +8,7 @@ per-sample path in the same run.
 A real :class:`~monitor.store.Store` is fed with synthetic observations (no Kafka): ``--topics``
 x ``--partitions`` partitions, ``--groups-per-topic`` groups on each (healthy, lagging and
 stopped mixed, one member each), ``--rounds`` rounds of log ends and commits; one real
-evaluation round gives the :class:`~monitor.evaluation.ClusterEvaluation`. Then the service's
+evaluation round gives the :class:`~monitor.evaluate.job.ClusterEvaluation`. Then the service's
 own path is timed, a full ``/metrics`` body as the handler builds it: ``generate_latest`` over a
 registry holding :class:`LagExporter`, then :meth:`LagExporter.text`. Printed as one JSON
 object:
@@ -46,15 +46,15 @@ from prometheus_client.core import GaugeMetricFamily, Metric  # noqa: E402
 from prometheus_client.registry import Collector  # noqa: E402
 
 from monitor.config import EvaluatorConfig, ExporterConfig  # noqa: E402
-from monitor.evaluation import ClusterEvaluation, Evaluator  # noqa: E402
-from monitor.exporter import LagExporter  # noqa: E402
-from monitor.observations import (  # noqa: E402
+from monitor.evaluate.job import ClusterEvaluation, Evaluator  # noqa: E402
+from monitor.model.observations import (  # noqa: E402
     BrokerOffsets,
     CommitBatch,
     GroupMember,
     GroupMembership,
 )
-from monitor.store import Store  # noqa: E402
+from monitor.serve.metrics.lag import LagExporter  # noqa: E402
+from monitor.store.store import Store  # noqa: E402
 
 CLUSTER = "bench"
 T0 = 1_800_000_000.0

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_offsets_topic.py                    # ~1-2 minutes
     .venv/bin/python bench/bench_offsets_topic.py --records 200000   # quicker look
 
-Starts its own local Kafka 0.9.0.1 broker (``monitor.localkafka``, 50 offsets-topic partitions
+Starts its own local Kafka 0.9.0.1 broker (``monitor.dev.localkafka``, 50 offsets-topic partitions
 as Kafka's default), then makes the broker write ``--records`` offset-commit records into
 ``__consumer_offsets`` the way consumers do: OffsetCommit requests, one per group and round,
 each committing ``--partitions`` partitions (``AdminClient.alter_consumer_group_offsets``, many
@@ -51,15 +51,15 @@ from confluent_kafka import (  # noqa: E402
 )
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from monitor.collectors.offsets_topic import (  # noqa: E402
+from monitor.config import ClusterConfig  # noqa: E402
+from monitor.dev.localkafka import LocalKafka  # noqa: E402
+from monitor.dev.localkafka.workload import librdkafka_logger  # noqa: E402
+from monitor.ingest.offsets_topic import (  # noqa: E402
     READER_PROPERTIES,
     OffsetsTopicCollector,
 )
-from monitor.config import ClusterConfig  # noqa: E402
-from monitor.localkafka import LocalKafka  # noqa: E402
-from monitor.localkafka.workload import librdkafka_logger  # noqa: E402
 from monitor.runtime import tune_gc  # noqa: E402
-from monitor.store import Store  # noqa: E402
+from monitor.store.store import Store  # noqa: E402
 
 OFFSETS_TOPIC = "__consumer_offsets"
 RATIO_TARGET = 0.70
@@ -201,7 +201,7 @@ def collector_catch_up(cluster: ClusterConfig, batch_size: int, timeout: float) 
 
 
 def store_memory(cluster: ClusterConfig, batch_size: int, timeout: float) -> dict[str, Any]:
-    """Bytes allocated by ``monitor/store.py`` (tracemalloc) per tracked group-partition,
+    """Bytes allocated by ``monitor/store/store.py`` (tracemalloc) per tracked group-partition,
     after a full catch-up through the collector (slow under tracemalloc: not timed)."""
     gc.collect()
     tracemalloc.start()
@@ -256,7 +256,7 @@ def main() -> None:
             "python": platform.python_version(),
             "note": "broker JVM, librdkafka threads and Python share these CPUs",
         },
-        "broker": "local Kafka 0.9.0.1 (monitor.localkafka), 1 broker, 50 offsets partitions",
+        "broker": "local Kafka 0.9.0.1 (monitor.dev.localkafka), 1 broker, 50 offsets partitions",
         "store": "Store() with sliding windows, EvaluatorConfig defaults (as the service)",
     }
     kafka = LocalKafka(1, offsets_topic_partitions=50, heap="512m").start()

@@ -47,9 +47,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from monitor.config import EvaluatorConfig  # noqa: E402
-from monitor.observations import BrokerOffsets, CommitBatch  # noqa: E402
+from monitor.model.observations import BrokerOffsets, CommitBatch  # noqa: E402
 from monitor.pipeline.backtest import read_local, replay_frame, run_backtest  # noqa: E402
-from monitor.pipeline.rows import ClockMark, RowBuilder  # noqa: E402
+from monitor.record.rows import ClockMark, RowBuilder  # noqa: E402
 
 CLUSTER = "bench"
 T0 = 1_700_000_000.0
@@ -117,9 +117,9 @@ def best(repeat: int, fn: Any) -> tuple[float, Any]:
 def spark_figures(recording: Path, rows: int, cores: int, buckets: int, stream_buckets: int,
                   work: Path, repeat: int, split: int) -> dict[str, Any]:
     from monitor.pipeline.backtest import bucketed
-    from monitor.pipeline.rows import SPARK_DDL
     from monitor.pipeline.spark import spark_session
     from monitor.pipeline.stream import STREAM_DDL, BucketProcessor
+    from monitor.record.rows import SPARK_DDL
 
     spark = spark_session(f"local[{cores}]", conf={
         "spark.sql.shuffle.partitions": str(buckets), "spark.ui.enabled": "false",

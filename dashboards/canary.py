@@ -1,8 +1,8 @@
-"""Canary probes (``monitor/canary/``): produce and consume availability, produce and
+"""Canary probes (``monitor/ingest/canary/``): produce and consume availability, produce and
 end-to-end latency percentiles, records lost and duplicated, per cluster and
 per broker (the leader of the canary partition when the record was sent).
 
-Metric names are ``kafka_canary_*`` from :mod:`monitor.canary.metrics`.
+Metric names are ``kafka_canary_*`` from :mod:`monitor.ingest.canary.metrics`.
 """
 
 from __future__ import annotations

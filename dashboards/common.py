@@ -27,7 +27,7 @@ from grafanalib.core import (
 DATASOURCE: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
 TAGS = ["kafka", "kafka-monitor"]
 
-# kafka_monitor_group_status codes (monitor.evaluator.Status) and their colours.
+# kafka_monitor_group_status codes (monitor.rules.Status) and their colours.
 GROUP_STATUS = [
     ("NOTFOUND", "purple"),
     ("OK", "green"),
@@ -36,7 +36,7 @@ GROUP_STATUS = [
     ("STALL", "red"),
     ("STOP", "dark-red"),
 ]
-# kafka_monitor_cluster_status codes (monitor.cluster_health.STATUS_LEVEL).
+# kafka_monitor_cluster_status codes (monitor.evaluate.cluster_health.STATUS_LEVEL).
 CLUSTER_STATUS = [("OK", "green"), ("WARN", "yellow"), ("ERR", "red")]
 
 

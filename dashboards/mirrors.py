@@ -1,9 +1,9 @@
-"""Mirrors (``mirrors[]`` in the configuration, :mod:`monitor.mirror`): replication latency
+"""Mirrors (``mirrors[]`` in the configuration, :mod:`monitor.ingest.mirror`): replication latency
 and loss from the mirror canary, source-minus-destination log-end lag, records counted per
 window at both ends, and the mirroring group's status and lag.
 
-Metric names are ``kafka_mirror_*`` (monitor/mirror.py) and ``kafka_mirror_canary_*``
-(monitor/canary/metrics.py).
+Metric names are ``kafka_mirror_*`` (monitor/ingest/mirror.py) and ``kafka_mirror_canary_*``
+(monitor/ingest/canary/metrics.py).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from monitor.demo import run_demo
+    from monitor.dev.demo import run_demo
 
     return run_demo(port=args.port, brokers=args.brokers, status_every=args.status_every)
 

@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.jmx_metrics import DEFAULT_MBEANS
+from monitor.model.jmx_metrics import DEFAULT_MBEANS
 
 # --------------------------------------------------------------------------------------------
 # Field types
@@ -395,7 +395,7 @@ _TOPIC_RE = r"^[A-Za-z0-9._-]{1,249}$"
 
 
 class CanaryConfig(_Model):
-    """Canary probes (``monitor/canary/``); ``interval``, ``record_size``, timeouts and the
+    """Canary probes (``monitor/ingest/canary/``); ``interval``, ``record_size``, timeouts and the
     window also apply to the canaries of ``mirrors``."""
 
     enabled: bool = False
@@ -488,7 +488,7 @@ class ExporterConfig(_Model):
 
 
 class RecorderConfig(_Model):
-    """Observations written to Parquet for backtests (``monitor/recorder.py``), under
+    """Observations written to Parquet for backtests (``monitor/record/recorder.py``), under
     ``path/{observations,statuses}/cluster=<name>/date=<YYYY-MM-DD>/``."""
 
     enabled: bool = False
@@ -516,7 +516,7 @@ class RecorderConfig(_Model):
 class StateConfig(_Model):
     """What the verdicts need (windows, log-end history, group offsets and memberships),
     saved to ``path`` so that a restart resumes instead of starting blind
-    (``monitor/state.py``). Off unless ``path`` is set: a default directory would land in
+    (``monitor/store/snapshot.py``). Off unless ``path`` is set: a default directory would land in
     whatever the working directory is (read-only in most containers, shared between
     instances started from one checkout); the Helm chart sets it to a mounted volume."""
 

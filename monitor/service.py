@@ -21,65 +21,25 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
-from monitor.collectors.base import Collector
-from monitor.collectors.broker_offsets import BrokerOffsetsCollector
-from monitor.collectors.group_offsets import GroupOffsetsCollector
-from monitor.collectors.jmx import JmxCollector
-from monitor.collectors.metadata import MetadataCollector
-from monitor.collectors.offsets_topic import OffsetsTopicCollector
-from monitor.collectors.pipeline_statuses import PipelineStatusesCollector
 from monitor.config import MonitorConfig
-from monitor.evaluation import Evaluator
-from monitor.exporter import LagExporter
-from monitor.health_metrics import HealthMetrics
-from monitor.httpserver import build_app
-from monitor.probes import build_probes, probe_metrics
-from monitor.recorder import build_recorder
+from monitor.evaluate.job import Evaluator
+from monitor.ingest.base import Collector
+from monitor.ingest.offsets_topic import OffsetsTopicCollector
+from monitor.ingest.probes import probe_metrics
+from monitor.ingest.registry import build_collectors
+from monitor.record.recorder import build_recorder
 from monitor.runtime import enable_crash_traces, tune_gc
-from monitor.state import StateFile, StateMetrics
-from monitor.store import Store
+from monitor.serve.http.app import build_app
+from monitor.serve.metrics.health import HealthMetrics
+from monitor.serve.metrics.lag import LagExporter
+from monitor.store.snapshot import StateFile, StateMetrics
+from monitor.store.store import Store
 
 _log = logging.getLogger("monitor.service")
 T = TypeVar("T")
 
 SHUTDOWN_TIMEOUT = 5.0
 STATE_SAVE_TIMEOUT = 20.0  # added to the shutdown budget for the last state snapshot
-
-
-def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
-    """Every collector the configuration asks for, one per kind and cluster."""
-    intervals = config.collectors
-    collectors: list[Collector] = []
-    for cluster in config.clusters:
-        collectors.append(MetadataCollector(cluster, intervals.metadata_interval, store))
-        collectors.append(
-            BrokerOffsetsCollector(cluster, intervals.broker_offsets_interval, store)
-        )
-        if cluster.offsets_source in ("admin", "both"):
-            collectors.append(
-                GroupOffsetsCollector(
-                    cluster,
-                    intervals.group_offsets_interval,
-                    intervals.group_concurrency,
-                    store,
-                    extra_groups=cluster.extra_groups,
-                )
-            )
-        if cluster.offsets_source in ("offsets_topic", "both"):
-            collectors.append(OffsetsTopicCollector(cluster, store))
-        if cluster.offsets_source == "pipeline":
-            collectors.append(
-                PipelineStatusesCollector(cluster, intervals.group_offsets_interval, store)
-            )
-        if cluster.jmx:
-            collectors.append(
-                JmxCollector(
-                    cluster, intervals.jmx_interval, intervals.jmx_timeout, store,
-                    intervals.jmx_mbeans,
-                )
-            )
-    collectors.extend(build_probes(config, store))  # canaries and mirrors, when configured
-    return collectors
 
 
 async def run_in_daemon_thread(fn: Callable[[], T], name: str) -> T:
@@ -120,7 +80,7 @@ class Service:
         self.config = config
         self.store = store if store is not None else Store(config.evaluator)
         self._freshness_used: dict[str, float | None] = {}
-        # Saved state (``state.path``, monitor/state.py): loaded before any collector exists,
+        # Saved state (``state.path``, store/snapshot.py): loaded before any collector exists,
         # so that none ever writes into an empty store.
         self.state = (
             StateFile(config.state, config.clusters) if config.state.path is not None else None

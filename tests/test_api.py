@@ -12,9 +12,8 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from monitor.config import parse_config
-from monitor.evaluation import Evaluator
-from monitor.httpserver import build_app
-from monitor.observations import (
+from monitor.evaluate.job import Evaluator
+from monitor.model.observations import (
     BrokerOffsets,
     ClusterMetadata,
     CommitBatch,
@@ -22,6 +21,7 @@ from monitor.observations import (
     GroupMembership,
     PartitionMetadata,
 )
+from monitor.serve.http.app import build_app
 from monitor.service import Service
 
 C = "prod"

@@ -22,8 +22,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from monitor.api import openapi_document
-from monitor.httpserver import build_app
+from monitor.serve.http.app import build_app
+from monitor.serve.http.v3 import openapi_document
 from tests.test_api import TOPIC, C, make_service
 
 

@@ -20,16 +20,16 @@ import pytest
 from confluent_kafka import KafkaException
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.cluster_health import ClusterHealth
-from monitor.collectors.jmx import JmxCollector
-from monitor.collectors.jmx_launcher import MAIN_CLASS, Launcher
-from monitor.collectors.metadata import MetadataCollector
 from monitor.config import MonitorConfig, parse_config
-from monitor.health_metrics import cluster_health, thresholds_for
-from monitor.jmx_metrics import BY_NAME
-from monitor.localkafka import LocalKafka
+from monitor.dev.localkafka import LocalKafka
+from monitor.evaluate.cluster_health import ClusterHealth
+from monitor.ingest.jmx import JmxCollector
+from monitor.ingest.jmx_launcher import MAIN_CLASS, Launcher
+from monitor.ingest.metadata import MetadataCollector
+from monitor.model.jmx_metrics import BY_NAME
+from monitor.serve.metrics.health import cluster_health, thresholds_for
 from monitor.service import Service
-from monitor.store import Store
+from monitor.store.store import Store
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.polling import wait_for as _wait_for
 

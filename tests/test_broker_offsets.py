@@ -18,14 +18,14 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from jmxquery import JMXConnection, JMXQuery
 
-from monitor.collectors import broker_offsets
-from monitor.collectors.broker_offsets import BrokerOffsetsCollector
-from monitor.collectors.metadata import MetadataCollector
 from monitor.config import ClusterConfig, NameFilter
-from monitor.localkafka import LocalKafka
-from monitor.localkafka.workload import librdkafka_logger
-from monitor.observations import BrokerOffsets
-from monitor.store import PartitionOffsets, Store
+from monitor.dev.localkafka import LocalKafka
+from monitor.dev.localkafka.workload import librdkafka_logger
+from monitor.ingest import broker_offsets
+from monitor.ingest.broker_offsets import BrokerOffsetsCollector
+from monitor.ingest.metadata import MetadataCollector
+from monitor.model.observations import BrokerOffsets
+from monitor.store.store import PartitionOffsets, Store
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.mockcluster import FAST_FAULT_CONFIG, MockCluster
 from tests.harness.polling import wait_for

@@ -15,12 +15,12 @@ from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.canary.metrics import CanaryMetrics
-from monitor.canary.probe import CanaryProbe
-from monitor.canary.record import CanaryRecord, encode
 from monitor.config import MonitorConfig, parse_config
-from monitor.localkafka import LocalKafka
-from monitor.localkafka.workload import librdkafka_logger
+from monitor.dev.localkafka import LocalKafka
+from monitor.dev.localkafka.workload import librdkafka_logger
+from monitor.ingest.canary.metrics import CanaryMetrics
+from monitor.ingest.canary.probe import CanaryProbe
+from monitor.ingest.canary.record import CanaryRecord, encode
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.polling import wait_for
 from tests.harness.service_thread import ServiceThread

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.canary.record import HEADER_SIZE, CanaryRecord, decode, encode
-from monitor.canary.tracker import Outcome, SequenceTracker, quantiles
+from monitor.ingest.canary.record import HEADER_SIZE, CanaryRecord, decode, encode
+from monitor.ingest.canary.tracker import Outcome, SequenceTracker, quantiles
 
 
 @given(

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.cluster_health import (
+from monitor.evaluate.cluster_health import (
     HealthThresholds,
     PartitionIssue,
     assess,
     diagnose,
     suspect_broker,
-    update_placement,
 )
-from monitor.jmx_metrics import BY_NAME, UPTIME, BrokerJmx, JmxScrape
-from monitor.observations import ClusterMetadata, PartitionMetadata
+from monitor.model.jmx_metrics import BY_NAME, UPTIME, BrokerJmx, JmxScrape
+from monitor.model.observations import ClusterMetadata, PartitionMetadata
+from monitor.store.placement import update_placement
 
 RNA = "REPLICA_NOT_AVAILABLE"
 

@@ -17,7 +17,7 @@ from monitor.config import (
     parse_config,
     parse_duration,
 )
-from monitor.kafka_client import client_config
+from monitor.ingest.kafka_client import client_config
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 EXAMPLES = sorted(p for p in CONFIG_DIR.iterdir() if p.suffix in (".yaml", ".yml", ".toml"))

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.consumer_offsets import (
+from monitor.ingest.consumer_offsets import (
     SKIP_REASONS,
     CommitKey,
     ConsumerAssignment,

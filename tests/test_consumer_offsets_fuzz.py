@@ -13,7 +13,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.consumer_offsets import (
+from monitor.ingest.consumer_offsets import (
     SKIP_REASONS,
     ConsumerOffsetsDecoder,
     DecodedBatch,

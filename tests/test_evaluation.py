@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 
 from monitor.config import EvaluatorConfig
-from monitor.evaluation import Evaluator
-from monitor.observations import (
+from monitor.evaluate.job import Evaluator
+from monitor.model.observations import (
     BrokerOffsets,
     CommitBatch,
     GroupMember,
     GroupMembership,
     OffsetSource,
 )
-from monitor.store import Store
+from monitor.store.store import Store
 
 C = "c1"
 T0 = 1_800_000_000.0

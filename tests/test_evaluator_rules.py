@@ -1,4 +1,4 @@
-"""Tests of the vectorised partition and group rules (monitor.evaluator.rules).
+"""Tests of the vectorised partition and group rules (monitor.rules.status).
 
 Burrow's 16 rule cases and its two storage-fixture groups (shared/reference) are data: every
 case runs through the same batch function, alone and all together, and each rule result is
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.evaluator import (
+from monitor.rules import (
     BurrowStatus,
     GroupIndex,
     LeoHistory,

@@ -21,23 +21,28 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector as RegistryCollector
 
-from monitor import exporter as exporter_module
-from monitor.collectors.base import Collector
-from monitor.collectors.offsets_topic import OffsetsTopicCollector
 from monitor.config import ClusterConfig, ConfigError, EvaluatorConfig, ExporterConfig, parse_config
-from monitor.evaluation import Evaluator, PartitionStatus
-from monitor.exporter import STATUS_WORDS, LagExporter, render_cluster, rendered_family_names
-from monitor.httpserver import build_app
-from monitor.localkafka import LocalKafka
-from monitor.localkafka.workload import (
+from monitor.dev.localkafka import LocalKafka
+from monitor.dev.localkafka.workload import (
     HealthyConsumer,
     ProducerLoad,
     StoppedConsumer,
     librdkafka_logger,
 )
-from monitor.observations import BrokerOffsets, CommitBatch, GroupMember, GroupMembership
+from monitor.evaluate.job import Evaluator, PartitionStatus
+from monitor.ingest.base import Collector
+from monitor.ingest.offsets_topic import OffsetsTopicCollector
+from monitor.model.observations import BrokerOffsets, CommitBatch, GroupMember, GroupMembership
+from monitor.serve.http.app import build_app
+from monitor.serve.metrics import lag as exporter_module
+from monitor.serve.metrics.lag import (
+    STATUS_WORDS,
+    LagExporter,
+    render_cluster,
+    rendered_family_names,
+)
 from monitor.service import Service
-from monitor.store import Store
+from monitor.store.store import Store
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.polling import wait_for
 from tests.harness.service_thread import ServiceThread
@@ -633,7 +638,7 @@ def test_collector_health_and_decoder_counters(world: World) -> None:
 def test_exporter_names_do_not_clash_with_broker_health() -> None:
     """The service's registry holds both collectors; registering refuses duplicate names, and
     the rendered families appear in neither."""
-    from monitor.health_metrics import HealthMetrics
+    from monitor.serve.metrics.health import HealthMetrics
 
     config = parse_config({"clusters": [{"name": C, "bootstrap_servers": "127.0.0.1:9"}]})
     store = Store()

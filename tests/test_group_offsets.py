@@ -25,10 +25,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from monitor.collectors.group_offsets import GroupOffsetsCollector
-from monitor.collectors.metadata import MetadataCollector
 from monitor.config import ClusterConfig, NameFilter
-from monitor.localkafka import (
+from monitor.dev.localkafka import (
     HealthyConsumer,
     LocalKafka,
     ProducerLoad,
@@ -37,9 +35,11 @@ from monitor.localkafka import (
     committed_offsets,
     end_offsets,
 )
-from monitor.localkafka.workload import librdkafka_logger
-from monitor.observations import CommitBatch
-from monitor.store import Store
+from monitor.dev.localkafka.workload import librdkafka_logger
+from monitor.ingest.group_offsets import GroupOffsetsCollector
+from monitor.ingest.metadata import MetadataCollector
+from monitor.model.observations import CommitBatch
+from monitor.store.store import Store
 from tests.harness.mockcluster import MockCluster
 from tests.harness.polling import port_refuses, process_gone, wait_for
 
@@ -484,9 +484,9 @@ def test_worker_ends_when_the_service_process_dies(mock_cluster: MockCluster) ->
     """A SIGKILLed service must not leave its worker behind (it sees the pipe close)."""
     code = (
         "import sys\n"
-        "from monitor.collectors.group_offsets import GroupOffsetsCollector\n"
+        "from monitor.ingest.group_offsets import GroupOffsetsCollector\n"
         "from monitor.config import ClusterConfig\n"
-        "from monitor.store import Store\n"
+        "from monitor.store.store import Store\n"
         "def main():\n"
         "    cluster = ClusterConfig(name='m', bootstrap_servers=sys.argv[1], request_timeout=2)\n"
         "    collector = GroupOffsetsCollector(cluster, 5, 2, Store(), extra_groups=['g'])\n"

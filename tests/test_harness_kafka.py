@@ -28,7 +28,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from jmxquery import JMXConnection, JMXQuery
 
-from monitor.localkafka import (
+from monitor.dev.localkafka import (
     HealthyConsumer,
     LaggingConsumer,
     LocalKafka,
@@ -39,7 +39,7 @@ from monitor.localkafka import (
     dist,
     end_offsets,
 )
-from monitor.localkafka.workload import librdkafka_logger
+from monitor.dev.localkafka.workload import librdkafka_logger
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.polling import wait_for as _wait_for
 

@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.cluster_health import assess
-from monitor.collectors import jmx_launcher
-from monitor.collectors.jmx import (
+from monitor.config import ClusterConfig, JmxEndpoint
+from monitor.dev.localkafka import LocalKafka
+from monitor.evaluate.cluster_health import assess
+from monitor.ingest import jmx_launcher
+from monitor.ingest.jmx import (
     ClassDataArchive,
     JmxCollector,
     broker_deadline,
@@ -27,12 +29,10 @@ from monitor.collectors.jmx import (
     scrape_broker,
     scrape_cluster,
 )
-from monitor.collectors.jmx_launcher import Launcher
-from monitor.config import ClusterConfig, JmxEndpoint
-from monitor.health_metrics import health_metric_families
-from monitor.jmx_metrics import BY_NAME
-from monitor.localkafka import LocalKafka
-from monitor.store import Store
+from monitor.ingest.jmx_launcher import Launcher
+from monitor.model.jmx_metrics import BY_NAME
+from monitor.serve.metrics.health import health_metric_families
+from monitor.store.store import Store
 
 pytestmark = pytest.mark.kafka
 

@@ -1,4 +1,4 @@
-"""Tests of lag in seconds (monitor.evaluator.lag_seconds), including kafka-lag-exporter's
+"""Tests of lag in seconds (monitor.rules.lag_seconds), including kafka-lag-exporter's
 reported failures: bursts (#175), drift when the log end stops (#121), replays (#496) and NaN
 on quiet topics (#111)."""
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.evaluator import GroupIndex, LeoHistory, collapse_flat, group_lag_seconds, lag_seconds
+from monitor.rules import GroupIndex, LeoHistory, collapse_flat, group_lag_seconds, lag_seconds
 
 S = 1000  # ms per second
 T0 = 1_700_000_000 * S

@@ -21,12 +21,12 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import parse_config
-from monitor.localkafka import LocalKafka
-from monitor.localkafka.mirrormaker import MirrorMaker
-from monitor.localkafka.workload import end_offsets, librdkafka_logger
-from monitor.mirror import MirrorCollector, mirror_view
-from monitor.observations import BrokerOffsets
-from monitor.store import Store
+from monitor.dev.localkafka import LocalKafka
+from monitor.dev.localkafka.mirrormaker import MirrorMaker
+from monitor.dev.localkafka.workload import end_offsets, librdkafka_logger
+from monitor.ingest.mirror import MirrorCollector, mirror_view
+from monitor.model.observations import BrokerOffsets
+from monitor.store.store import Store
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.polling import wait_for
 from tests.harness.service_thread import ServiceThread

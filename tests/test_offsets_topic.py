@@ -29,12 +29,12 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from monitor.collectors.offsets_topic import OffsetsTopicCollector
 from monitor.config import ClusterConfig, NameFilter, OffsetsTopicConfig
-from monitor.localkafka import HealthyConsumer, LocalKafka, ProducerLoad, StoppedConsumer
-from monitor.localkafka.workload import librdkafka_logger
-from monitor.observations import CommitBatch
-from monitor.store import Store
+from monitor.dev.localkafka import HealthyConsumer, LocalKafka, ProducerLoad, StoppedConsumer
+from monitor.dev.localkafka.workload import librdkafka_logger
+from monitor.ingest.offsets_topic import OffsetsTopicCollector
+from monitor.model.observations import CommitBatch
+from monitor.store.store import Store
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.test_consumer_offsets_decoder import (
     cg_current_value,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from monitor.config import EvaluatorConfig, RecorderConfig
-from monitor.evaluation import Evaluator
-from monitor.observations import (
+from monitor.evaluate.job import Evaluator
+from monitor.model.observations import (
     BrokerOffsets,
     ClusterMetadata,
     CommitBatch,
@@ -29,8 +29,8 @@ from monitor.pipeline.backtest import (
     timelines,
 )
 from monitor.pipeline.replay import Replayer
-from monitor.recorder import Recorder
-from monitor.store import Store
+from monitor.record.recorder import Recorder
+from monitor.store.store import Store
 
 C = "sim"
 T0 = 1_700_000_000.0
@@ -213,8 +213,8 @@ def test_stream_replays_commits_between_the_log_ends_sampled_around_them() -> No
     """The stream's tasks read commits seconds after they were made; replayed at their commit
     times, each commit is stored against the log end sampled just before it, as the service
     stores it, and a lagging consumer's lag grows at every commit (WARN), as in the service."""
-    from monitor.pipeline.rows import RowBuilder, events
     from monitor.pipeline.stream import _at_commit_times
+    from monitor.record.rows import RowBuilder, events
 
     t0 = 1_700_000_000.0
     rows = RowBuilder()

@@ -28,8 +28,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import EvaluatorConfig, MonitorConfig, parse_config
-from monitor.localkafka import LocalKafka
-from monitor.localkafka.workload import (
+from monitor.dev.localkafka import LocalKafka
+from monitor.dev.localkafka.workload import (
     GroupConsumer,
     HealthyConsumer,
     LaggingConsumer,

@@ -34,8 +34,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 import dashboards
-from monitor.localkafka import LocalKafka
-from monitor.localkafka.workload import (
+from monitor.dev.localkafka import LocalKafka
+from monitor.dev.localkafka.workload import (
     HealthyConsumer,
     ProducerLoad,
     StoppedConsumer,

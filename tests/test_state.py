@@ -1,4 +1,4 @@
-"""State across restarts (monitor/state.py): the real store saved to a real file and loaded
+"""State across restarts (monitor/store/snapshot.py): the real store saved to a real file and loaded
 into a new store gives the evaluator the same arrays and the same verdicts; every kind of
 unusable file is logged and ignored, never a crash; a directory that cannot be written is
 counted and logged while the real service keeps running.
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from monitor.config import ClusterConfig, EvaluatorConfig, MonitorConfig, StateConfig, parse_config
-from monitor.evaluation import Evaluator
-from monitor.observations import (
+from monitor.evaluate.job import Evaluator
+from monitor.model.observations import (
     BrokerOffsets,
     ClusterMetadata,
     CommitBatch,
@@ -34,8 +34,8 @@ from monitor.observations import (
     OffsetSource,
     PartitionMetadata,
 )
-from monitor.state import FILE_NAME, MAGIC, StateFile, layout
-from monitor.store import Store
+from monitor.store.snapshot import FILE_NAME, MAGIC, StateFile, layout
+from monitor.store.store import Store
 from tests.harness.polling import wait_for
 from tests.harness.service_thread import ServiceThread
 
@@ -363,7 +363,7 @@ def test_only_configured_clusters_are_restored(
 
 
 def test_jmx_scrape_is_not_saved(tmp_path: Path) -> None:
-    from monitor.jmx_metrics import JmxScrape
+    from monitor.model.jmx_metrics import JmxScrape
 
     store = filled_store()
     store.put_broker_jmx(JmxScrape(cluster=C, observed_at=T0, brokers={}))

@@ -24,10 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor.collectors.offsets_topic import OffsetsTopicCollector
 from monitor.config import MonitorConfig
-from monitor.localkafka import LocalKafka
-from monitor.localkafka.workload import (
+from monitor.dev.localkafka import LocalKafka
+from monitor.dev.localkafka.workload import (
     GroupConsumer,
     LaggingConsumer,
     ProducerLoad,
@@ -35,7 +34,8 @@ from monitor.localkafka.workload import (
     StoppedConsumer,
     librdkafka_logger,
 )
-from monitor.verdicts import GroupStatus
+from monitor.ingest.offsets_topic import OffsetsTopicCollector
+from monitor.model.verdicts import GroupStatus
 from tests.harness.kafka_fixtures import defaults_config, make_unique_name
 from tests.harness.service_thread import ServiceThread
 

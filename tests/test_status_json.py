@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from monitor.evaluation import PublishedEvaluation
-from monitor.exporter import render_cluster
-from monitor.observations import GroupMember
-from monitor.status_json import group_from_json, status_json
-from monitor.verdicts import CommitPoint, GroupStatus, PartitionStatus
+from monitor.evaluate.job import PublishedEvaluation
+from monitor.model.observations import GroupMember
+from monitor.model.status_json import group_from_json, status_json
+from monitor.model.verdicts import CommitPoint, GroupStatus, PartitionStatus
+from monitor.serve.metrics.lag import render_cluster
 
 
 def partition(n: int, status: str, lag: int) -> PartitionStatus:

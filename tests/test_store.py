@@ -3,7 +3,7 @@ loss, and what deletes a topic or a group."""
 
 from __future__ import annotations
 
-from monitor.observations import (
+from monitor.model.observations import (
     BrokerOffsets,
     ClusterMetadata,
     CommitBatch,
@@ -15,7 +15,7 @@ from monitor.observations import (
     OffsetSource,
     PartitionMetadata,
 )
-from monitor.store import Store
+from monitor.store.store import Store
 
 C = "c1"
 

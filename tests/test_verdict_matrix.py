@@ -46,9 +46,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Produc
 from confluent_kafka.admin import AdminClient
 
 from monitor.config import CollectorsConfig, EvaluatorConfig, MonitorConfig
-from monitor.evaluator import GroupIndex, RuleOptions, Status, evaluate
-from monitor.localkafka import LocalKafka
-from monitor.localkafka.workload import (
+from monitor.dev.localkafka import LocalKafka
+from monitor.dev.localkafka.workload import (
     BatchConsumer,
     DeadPartitionConsumer,
     GroupConsumer,
@@ -61,7 +60,8 @@ from monitor.localkafka.workload import (
     end_offsets,
     librdkafka_logger,
 )
-from monitor.verdicts import GroupStatus
+from monitor.model.verdicts import GroupStatus
+from monitor.rules import GroupIndex, RuleOptions, Status, evaluate
 from tests.harness.kafka_fixtures import defaults_config, make_unique_name
 from tests.harness.polling import wait_for
 from tests.harness.service_thread import ServiceThread

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 import pytest
 
 from monitor.config import CollectorsConfig, EvaluatorConfig
-from monitor.evaluation import Evaluator
-from monitor.evaluator import RuleOptions
-from monitor.observations import (
+from monitor.evaluate.job import Evaluator
+from monitor.model.observations import (
     BrokerOffsets,
     CommitBatch,
     GroupMember,
     GroupMembership,
     OffsetSource,
 )
-from monitor.store import Store
+from monitor.rules import RuleOptions
+from monitor.store.store import Store
 
 C = "local"
 TOPIC = "orders"

@@ -9,8 +9,7 @@ import time
 import numpy as np
 
 from monitor.config import EvaluatorConfig
-from monitor.evaluator import GroupIndex, LeoHistory, RuleOptions, Status, evaluate, lag_seconds
-from monitor.observations import (
+from monitor.model.observations import (
     BrokerOffsets,
     ClusterMetadata,
     CommitBatch,
@@ -18,8 +17,9 @@ from monitor.observations import (
     OffsetsDeleted,
     PartitionMetadata,
 )
-from monitor.store import Store
-from monitor.windows import EvaluationInput, Windows
+from monitor.rules import GroupIndex, LeoHistory, RuleOptions, Status, evaluate, lag_seconds
+from monitor.store.store import Store
+from monitor.store.windows import EvaluationInput, Windows
 
 C = "c1"
 

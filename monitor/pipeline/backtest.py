@@ -1,4 +1,4 @@
-"""The backtest: a recorded history (``monitor/recorder.py``) evaluated under a given evaluator
+"""The backtest: a recorded history (``monitor/record/``) evaluated under a given evaluator
 configuration, giving each group's status timeline, the alerts that would have fired and its
 lag-in-seconds percentiles per day, so windows and thresholds can be tuned before they change
 in production.
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor.config import EvaluatorConfig
-from monitor.pipeline.replay import VERDICT_COLUMNS, Replayer, empty_verdicts, extend
+from monitor.pipeline.replay import Replayer
+from monitor.record.rows import VERDICT_COLUMNS, empty_verdicts, extend
 
 OBSERVATIONS = "observations"
 STATUSES = "statuses"

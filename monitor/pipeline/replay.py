@@ -1,9 +1,9 @@
 """Replay observation rows through the service's own store, windows and rules.
 
 Why not rules in Spark SQL: the statuses must be the service's statuses. A :class:`Replayer`
-holds a real :class:`~monitor.store.Store` (Burrow's window storage rules in
-:mod:`monitor.windows`) and runs the real :class:`~monitor.evaluation.Evaluator` (the pure
-vectorised rules of :mod:`monitor.evaluator`) over all of its groups at once. Spark only
+holds a real :class:`~monitor.store.store.Store` (Burrow's window storage rules in
+:mod:`monitor.store.windows`) and runs the real :class:`~monitor.evaluate.job.Evaluator` (the pure
+vectorised rules of :mod:`monitor.rules`) over all of its groups at once. Spark only
 splits the groups into buckets and runs one replayer per bucket: a group's verdict depends
 only on its own windows and the log ends of its partitions, so every bucket gets its groups'
 rows and every log-end row.
@@ -21,11 +21,9 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 from monitor.config import CollectorsConfig, EvaluatorConfig
-from monitor.evaluation import ClusterEvaluation, Evaluator
-from monitor.observations import (
+from monitor.evaluate.job import ClusterEvaluation, Evaluator
+from monitor.model.observations import (
     BrokerOffsets,
     ClusterMetadata,
     CommitBatch,
@@ -34,51 +32,9 @@ from monitor.observations import (
     GroupMembership,
     OffsetsDeleted,
 )
-from monitor.pipeline.rows import ClockMark, Event, events
-from monitor.status_json import status_json
-from monitor.store import GroupRemoved, Store
-
-VERDICT_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("cluster", "string"),
-    ("group", "string"),
-    ("evaluated_at", "double"),
-    ("status", "string"),
-    ("lag_seconds", "double"),
-    ("totallag", "bigint"),
-    ("partitions", "bigint"),
-)
-VERDICT_DDL = ", ".join(f"`{n}` {t}" for n, t in VERDICT_COLUMNS)
-Verdicts = dict[str, list[Any]]
-
-
-def verdicts(ev: ClusterEvaluation) -> Verdicts:
-    """Every group's status, lag in seconds (its worst partition's), total lag and partition
-    count from one round's arrays (no per-group object). Groups known only by membership are
-    OK with no partitions, as the API reports them. The recorder stores the service's
-    verdicts with this, the replay its own: one definition of "the status"."""
-    names: list[str] = []
-    status: list[str] = []
-    lag: list[float] = []
-    total: list[int] = []
-    parts: list[int] = []
-    if ev.data is not None and ev.groups is not None and ev.group_lag_seconds is not None:
-        names = list(ev.data.group_names)
-        status = ev.groups.status_names()
-        lag = np.round(ev.group_lag_seconds, 3).tolist()
-        total = ev.groups.totallag.tolist()
-        parts = ev.groups.partition_count.tolist()
-    extra = sorted(set(ev.states).difference(names))
-    names += extra
-    status += ["OK"] * len(extra)
-    lag += [0.0] * len(extra)
-    total += [0] * len(extra)
-    parts += [0] * len(extra)
-    n = len(names)
-    return {
-        "cluster": [ev.cluster] * n, "group": names, "evaluated_at": [ev.evaluated_at] * n,
-        "status": status, "lag_seconds": lag, "totallag": total, "partitions": parts,
-    }
-
+from monitor.model.status_json import status_json
+from monitor.record.rows import ClockMark, Event, Verdicts, empty_verdicts, events, extend, verdicts
+from monitor.store.store import GroupRemoved, Store
 
 DETAIL_LIMIT = 512 * 1024
 """A status object larger than this (a group of thousands of partitions) is published with
@@ -93,15 +49,6 @@ def status_detail(ev: ClusterEvaluation, group: str) -> str:
     if len(text) > DETAIL_LIMIT:
         text = json.dumps(status_json(g, only_non_ok=True))
     return text
-
-
-def empty_verdicts() -> Verdicts:
-    return {n: [] for n, _ in VERDICT_COLUMNS}
-
-
-def extend(into: Verdicts, more: Verdicts) -> None:
-    for k, v in more.items():
-        into[k].extend(v)
 
 
 class Replayer:

@@ -7,18 +7,18 @@ Spark state, statuses out to Parquet and to a compacted Kafka topic.
   decode them with the service's reader (:class:`OffsetsTopicCollector`'s batch handling and
   decoder, not a copy), plus one task that hands over the metadata and log ends the driver
   sampled with the service's collectors at the service's cadence since the last batch.
-  Everything comes out as :mod:`monitor.pipeline.rows`; commits are replayed at their commit
+  Everything comes out as :mod:`monitor.record.rows`; commits are replayed at their commit
   times, between the log-end samples taken before and after them, as the service sees them.
 * Judged as of each batch's end offsets (its ``fresh`` mark), not the wall clock.
 * State: rows are keyed by (cluster, bucket of groups); ``transformWithStateInPandas`` keeps one
   :class:`Replayer` per bucket (the service's store and windows, pickled into a value state) and
   evaluates all of the bucket's groups at once with the service's vectorised rules each batch.
-* Sink: with a topic, each group's status object (the v3 API's, :mod:`monitor.status_json`)
+* Sink: with a topic, each group's status object (the v3 API's, :mod:`monitor.model.status_json`)
   produced to it keyed ``cluster/group``, a tombstone when the group is gone; then every
   batch's verdicts appended to Parquet (``cluster=/date=`` folders). Create the topic with
   ``cleanup.policy=compact``: it keeps the latest verdict per group, and a service with
   ``offsets_source: pipeline`` serves from it
-  (:mod:`monitor.collectors.pipeline_statuses`).
+  (:mod:`monitor.ingest.pipeline_statuses`).
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-from monitor.collectors.broker_offsets import BrokerOffsetsCollector
-from monitor.collectors.metadata import MetadataCollector
-from monitor.collectors.offsets_topic import READER_PROPERTIES, OffsetsTopicCollector
 from monitor.config import ClusterConfig, CollectorsConfig, EvaluatorConfig, load_config
-from monitor.kafka_client import client_config
-from monitor.observations import CommitBatch
+from monitor.ingest.broker_offsets import BrokerOffsetsCollector
+from monitor.ingest.kafka_client import client_config
+from monitor.ingest.metadata import MetadataCollector
+from monitor.ingest.offsets_topic import READER_PROPERTIES, OffsetsTopicCollector
+from monitor.model.observations import CommitBatch
 from monitor.pipeline.backtest import bucketed
-from monitor.pipeline.replay import VERDICT_DDL, Replayer, extend
-from monitor.pipeline.rows import SPARK_DDL, ClockMark, RowBuilder
-from monitor.store import Store
+from monitor.pipeline.replay import Replayer
+from monitor.record.rows import SPARK_DDL, VERDICT_DDL, ClockMark, RowBuilder, extend
+from monitor.store.store import Store
 
 SOURCE_NAME = "kafka_monitor_observations"
 _READ_TIMEOUT = 60.0  # a task that cannot reach its end offsets in this long fails (retried)
@@ -359,7 +359,7 @@ def _produce(cluster: ClusterConfig, topic: str) -> Any:
         # Imported here: the closure is pickled to the executors, the module is not.
         from confluent_kafka import Producer
 
-        from monitor.kafka_client import client_config
+        from monitor.ingest.kafka_client import client_config
 
         producer = Producer(client_config(cluster, **{"client.id": "kafka-monitor-pipeline"}))
         for r in rows:

@@ -1,4 +1,4 @@
-"""pytest fixtures for the real Kafka 0.9.0.1 clusters (see ``monitor.localkafka``).
+"""pytest fixtures for the real Kafka 0.9.0.1 clusters (see ``monitor.dev.localkafka``).
 
 Loaded as a plugin from ``tests/conftest.py``::
 
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from monitor.config import MonitorConfig, parse_config
-from monitor.localkafka import LocalKafka
+from monitor.dev.localkafka import LocalKafka
 
 __all__ = ["kafka", "kafka3", "make_unique_name", "unique_name"]
 

@@ -1,0 +1,378 @@
+"""The evaluation job: the store's windows in, every group's status out, on a short schedule.
+
+Each round takes one consistent copy of a cluster's windows (:meth:`Store.evaluation_input`),
+runs the pure rules of :mod:`monitor.rules` over all of its partitions at once, and
+replaces the cluster's :class:`ClusterEvaluation`. Views (HTTP, Prometheus) only read that
+object: no request ever evaluates or talks to Kafka. Per-group answers are built from the
+arrays the first time one is asked for and reused until the next round.
+
+No false STOP from our own blindness: STOP's clock of a group only runs up to the time its
+offsets were last known to be current (the Admin API's last good read of the group, or the
+last moment the ``__consumer_offsets`` reader was caught up and error-free). During a broker
+outage or a monitor-side failure the clocks stand still and the last verdict holds, marked
+``stale``; a consumer is judged on the time we could actually see it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.config import EvaluatorConfig
+from monitor.model.verdicts import CommitPoint, GroupStatus, PartitionStatus
+from monitor.rules import (
+    BurrowStatus,
+    GroupIndex,
+    GroupResults,
+    LagSeconds,
+    PartitionResults,
+    RuleOptions,
+    Status,
+    evaluate,
+    group_lag_seconds,
+    lag_seconds,
+    to_burrow,
+)
+from monitor.store.store import GroupState, Store
+from monitor.store.windows import EvaluationInput
+
+_log = logging.getLogger("monitor.evaluation")
+
+_STATUS_NAMES = [s.name for s in sorted(Status, key=int)]
+
+
+def rule_options(config: EvaluatorConfig) -> RuleOptions:
+    """The rules' parameters from the ``evaluator`` section of the configuration."""
+    return RuleOptions(
+        allowed_lag=config.allowed_lag,
+        idle_aware_stop=config.idle_aware_stop,
+        idle_grace_ms=config.idle_stop_grace * 1000.0,
+        marker_tolerance=config.marker_tolerance,
+        burrow_err=config.burrow_status,
+        live_member_stall=config.live_member_stall,
+        young_window_stop_ms=config.young_window_stop * 1000.0,
+        warn_lag_gaps=config.warn_lag_gaps,
+        gone_stop_ms=config.gone_stop * 1000.0,
+    )
+
+
+class ClusterEvaluation:
+    """One round's results for one cluster: arrays for bulk readers (Prometheus), and
+    :meth:`group` for per-group views, built on first use and cached."""
+
+    def __init__(
+        self,
+        cluster: str,
+        evaluated_at: float,
+        duration: float,
+        data: EvaluationInput | None,
+        parts: PartitionResults | None,
+        groups: GroupResults | None,
+        lag: LagSeconds | None,
+        group_lag: npt.NDArray[np.float64] | None,
+        states: dict[str, GroupState],
+        stale_groups: set[str],
+        burrow: bool = False,
+    ) -> None:
+        self.cluster = cluster
+        self.evaluated_at = evaluated_at
+        self.duration = duration
+        self.data = data
+        self.partitions = parts
+        self.groups = groups
+        self.lag = lag
+        self.group_lag_seconds = group_lag
+        self.states = states
+        self.stale_groups = stale_groups
+        self._index = (
+            {name: i for i, name in enumerate(data.group_names)} if data is not None else {}
+        )
+        self._names = sorted(set(self._index) | set(states))
+        self.burrow = burrow
+        self._cache: dict[str, GroupStatus] = {}
+        self._forgotten: dict[str, set[str] | None] = {}  # group -> topics (None: all)
+        self._lock = threading.Lock()
+        self.views: dict[tuple[str, ...], bytes] = {}
+        """Rendered responses of this round, keyed by the view (the HTTP layer's cache)."""
+
+    def group_names(self) -> list[str]:
+        return [n for n in self._names if self._forgotten.get(n, ()) is not None]
+
+    def __contains__(self, group: str) -> bool:
+        if self._forgotten.get(group, ()) is None:
+            return False
+        return group in self._index or group in self.states
+
+    def forget(self, group: str, topic: str | None = None) -> None:
+        """An operator deleted the group (or its offsets for one topic) from the store: stop
+        reporting it from this round's results too, without waiting for the next round."""
+        with self._lock:
+            if topic is None:
+                self._forgotten[group] = None
+            else:
+                topics = self._forgotten.setdefault(group, set())
+                if topics is not None:
+                    topics.add(topic)
+            self._cache.pop(group, None)
+            self.views.clear()
+
+    def group(self, name: str) -> GroupStatus | None:
+        """The group's status, or None (NOTFOUND) for a group this round does not know."""
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        if name not in self:
+            return None
+        built = self._build(name)
+        with self._lock:
+            return self._cache.setdefault(name, built)
+
+    def status_counts(self) -> dict[str, int]:
+        """Groups per status word (the group status as reported)."""
+        counts: dict[str, int] = {}
+        for name in self.group_names():
+            g = self.group(name)
+            if g is not None:
+                counts[g.status] = counts.get(g.status, 0) + 1
+        return counts
+
+    def _build(self, name: str) -> GroupStatus:
+        state = self.states.get(name)
+        membership = state.membership if state is not None else None
+        offsets_age = (
+            round(self.evaluated_at - state.offsets_at, 3)
+            if state is not None and state.offsets_at > 0
+            else None
+        )
+        common = dict(
+            cluster=self.cluster,
+            group=name,
+            state=membership.state if membership is not None else None,
+            generation=membership.generation if membership is not None else None,
+            member_list=membership.members if membership is not None else (),
+            stale=name in self.stale_groups,
+            offsets_age_seconds=offsets_age,
+            evaluated_at=self.evaluated_at,
+        )
+        i = self._index.get(name)
+        if i is None or self.data is None or self.groups is None:
+            # Known (members, or offsets outside any window) but nothing to judge: Burrow's
+            # empty group, OK with complete 0.
+            return GroupStatus(
+                status="OK", complete=0.0, partitions=(), partition_count=0, maxlag=None,
+                totallag=0, lag_seconds=0.0, **common,  # type: ignore[arg-type]
+            )
+        d, parts, lag = self.data, self.partitions, self.lag
+        assert parts is not None and lag is not None
+        lo, hi = np.searchsorted(d.group_ids, [i, i + 1])
+        owners = membership.owners() if membership is not None else {}
+        w = d.windows
+        skip = self._forgotten.get(name) or set()
+        entries: list[PartitionStatus] = []
+        codes: list[int] = []
+        for r in range(int(lo), int(hi)):
+            topic, partition = d.topic_partition(r)
+            if topic in skip:
+                continue
+            codes.append(int(parts.status[r]))
+            n = int(w.counts[r])
+            member = owners.get((topic, partition))
+            entries.append(
+                PartitionStatus(
+                    topic=topic,
+                    partition=partition,
+                    status=_STATUS_NAMES[int(parts.status[r])],
+                    start=_point(w.offsets[r, 0], w.timestamps_ms[r, 0],
+                                 d.first_observed_ms[r], w.lags[r, 0]) if n else None,
+                    end=_point(w.offsets[r, n - 1], w.timestamps_ms[r, n - 1],
+                               d.last_observed_ms[r], w.lags[r, n - 1]) if n else None,
+                    current_lag=int(w.current_lag[r]),
+                    lag_seconds=round(float(lag.seconds[r]), 3),
+                    lag_seconds_lower_bound=bool(lag.lower_bound[r]),
+                    complete=float(parts.complete[r]),
+                    owner=member.host if member is not None else "",
+                    client_id=member.client_id if member is not None else "",
+                )
+            )
+        # The group rules (as evaluate_groups, over this group's partitions: few, and this
+        # way a topic deleted since the round is left out).
+        worst = max(codes, default=int(Status.OK))
+        word = (
+            BurrowStatus(int(to_burrow([worst], group=True)[0])).name
+            if self.burrow
+            else Status(worst).name
+        )
+        lags = [e.current_lag for e in entries]
+        top = lags.index(max(lags)) if lags else -1
+        return GroupStatus(
+            status=word,
+            complete=(
+                sum(1 for e in entries if e.complete >= 1.0) / len(entries) if entries else 0.0
+            ),
+            partitions=tuple(entries),
+            partition_count=len(entries),
+            maxlag=entries[top] if top >= 0 else None,
+            totallag=sum(lags),
+            lag_seconds=max((e.lag_seconds for e in entries), default=0.0),
+            **common,  # type: ignore[arg-type]
+        )
+
+
+def _point(offset: np.int64, ts: np.int64, observed: np.int64, lag: np.int64) -> CommitPoint:
+    return CommitPoint(int(offset), int(ts), int(observed), int(lag) if lag >= 0 else None)
+
+
+class Evaluator:
+    """Runs the rules over every cluster in the store and keeps the latest results.
+
+    ``freshness(cluster)``: unix time up to which the cluster's ``__consumer_offsets`` reader
+    is known to have seen every commit (None when the cluster is not read that way); the
+    Admin API's freshness is per group, from the store. A group whose offsets are older
+    than ``stale_after`` seconds is reported ``stale``. ``read_interval``: cluster -> how
+    often the Admin API reads its groups' offsets; a read stays current until the next one
+    is due, so the STOP clock runs that long past it (as Burrow's would on the same
+    observations) and stands only when a read is overdue (an outage).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: EvaluatorConfig,
+        freshness: Callable[[str], float | None] | None = None,
+        stale_after: float = 60.0,
+        published_stale_after: Mapping[str, float] | None = None,
+        read_interval: Mapping[str, float] | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.stale_after = stale_after
+        # offsets_source pipeline: cluster -> age at which a published verdict is stale
+        self.published_stale_after = dict(published_stale_after or {})
+        self.read_interval = dict(read_interval or {})
+        self.options = rule_options(config)
+        self._freshness = freshness or (lambda _cluster: None)
+        self._results: dict[str, ClusterEvaluation] = {}
+        self.rounds = 0
+        self.last_duration: float | None = None
+        self.expired_total = 0
+
+    def result(self, cluster: str) -> ClusterEvaluation | None:
+        return self._results.get(cluster)
+
+    def results(self) -> dict[str, ClusterEvaluation]:
+        return dict(self._results)
+
+    def run_once(self, now: float | None = None) -> dict[str, ClusterEvaluation]:
+        """Expire silent groups, then evaluate every cluster; the new results replace the
+        old ones cluster by cluster (readers see one round or the other, never a mix)."""
+        started = time.monotonic()
+        now = time.time() if now is None else now
+        for cluster, group in self.store.expire_groups(now):
+            self.expired_total += 1
+            _log.info("group expired", extra={"cluster": cluster, "group": group})
+        for cluster in self.store.clusters():
+            self._results[cluster] = self.evaluate_cluster(cluster, now)
+        self.rounds += 1
+        self.last_duration = time.monotonic() - started
+        return dict(self._results)
+
+    def evaluate_cluster(self, cluster: str, now: float | None = None) -> ClusterEvaluation:
+        started = time.monotonic()
+        now = time.time() if now is None else now
+        published = self.store.published(cluster)
+        if published is not None:
+            max_age = self.published_stale_after.get(cluster, self.stale_after)
+            return PublishedEvaluation(cluster, now, time.monotonic() - started, published,
+                                       max_age)
+        states, data = self.store.evaluation_snapshot(cluster)
+        reader_fresh = self._freshness(cluster)
+        stale = {
+            name
+            for name, st in states.items()
+            if st.stale_error is not None
+            or _fresh_until(st, reader_fresh) < now - self.stale_after
+        }
+        if data is None or data.windows.size == 0:
+            return ClusterEvaluation(
+                cluster, now, time.monotonic() - started, data, None, None, None, None,
+                states, stale, self.options.burrow_err,
+            )
+        names = data.group_names
+        due = self.read_interval.get(cluster, 0.0)
+        fresh = np.array([_fresh_until(states.get(n), reader_fresh, due) for n in names])
+        alive = np.array([bool(states.get(n) and states[n].has_members) for n in names])
+        left = np.array([_left_ms(states.get(n)) for n in names], dtype=np.float64)
+        g = data.group_ids
+        # Each group's clock stops where its offsets were last known current.
+        now_ms = np.minimum(now, fresh)[g] * 1000.0
+        groups = GroupIndex(g, len(names))
+        w = data.windows
+        parts, group_results = evaluate(
+            w, groups, now_ms, self.options, data.history, alive=alive[g],
+            left_ms=left[g] if left.size else None,
+        )
+        last = np.maximum(w.counts - 1, 0)
+        rows = np.arange(w.size)
+        committed = w.offsets[rows, last]
+        lag = lag_seconds(
+            committed, data.history, now * 1000.0,
+            commit_times_ms=w.timestamps_ms[rows, last],
+            marker_tolerance=self.options.marker_tolerance,
+        )
+        return ClusterEvaluation(
+            cluster, now, time.monotonic() - started, data, parts, group_results, lag,
+            group_lag_seconds(lag.seconds, groups), states, stale, self.options.burrow_err,
+        )
+
+
+class PublishedEvaluation(ClusterEvaluation):
+    """A cluster the Spark stream evaluates (``offsets_source: pipeline``): the verdicts it
+    published to its compacted topic, served like the service's own. A verdict older than
+    ``max_age`` (the stream stopped or fell behind) is held and marked ``stale``."""
+
+    def __init__(
+        self, cluster: str, evaluated_at: float, duration: float,
+        published: dict[str, GroupStatus], max_age: float,
+    ) -> None:
+        stale = {g for g, v in published.items()
+                 if v.stale or evaluated_at - v.evaluated_at > max_age}
+        super().__init__(cluster, evaluated_at, duration, None, None, None, None, None, {},
+                         stale)
+        self._published = published
+        self._names = sorted(published)
+
+    def __contains__(self, group: str) -> bool:
+        return self._forgotten.get(group, ()) is not None and group in self._published
+
+    def _build(self, name: str) -> GroupStatus:
+        g = self._published[name]
+        stale = name in self.stale_groups
+        skip = self._forgotten.get(name)
+        if not skip and stale == g.stale:
+            return g  # the usual case: no copy per group and round
+        parts = tuple(p for p in g.partitions if p.topic not in (skip or ()))
+        return replace(g, stale=stale, partitions=parts)
+
+
+def _left_ms(state: GroupState | None) -> float:
+    """When the group's consumers left, in ms (NaN: they did not)."""
+    return np.nan if state is None or state.left_at is None else state.left_at * 1000.0
+
+
+def _fresh_until(
+    state: GroupState | None, reader_fresh: float | None, read_due: float = 0.0
+) -> float:
+    """Up to when the group's offsets are known current: the offsets topic reader's last
+    clean pass, or the Admin API's last read of the group plus ``read_due`` (until the next
+    read is due, nothing new could have been seen). A commit read from the offsets topic
+    gets no such allowance: during an outage of that reader, silence is ours."""
+    if state is None or state.offsets_at <= 0:
+        return reader_fresh or 0.0
+    due = read_due if state.polled else 0.0
+    return max(state.offsets_at + due, reader_fresh or 0.0)

@@ -1,0 +1,133 @@
+"""A group's verdict as JSON, both ways: Burrow's v3 ``status`` object (plus our additive fields)
+from a :class:`~monitor.evaluate.job.GroupStatus`, and back.
+
+One definition for every place a verdict leaves or enters as JSON: the HTTP API renders it,
+the Spark stream publishes it to its compacted statuses topic, and a service whose cluster is
+evaluated by the stream (``offsets_source: pipeline``) reads it back and serves it as if it
+had evaluated the group itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from monitor.model.observations import GroupMember
+from monitor.model.verdicts import CommitPoint, GroupStatus, PartitionStatus
+
+
+def _point(p: CommitPoint | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {"offset": p.offset, "timestamp": p.timestamp_ms, "observedAt": p.observed_ms,
+            "lag": p.lag}
+
+
+def partition_json(p: PartitionStatus) -> dict[str, Any]:
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "owner": p.owner,
+        "client_id": p.client_id,
+        "status": p.status,
+        "start": _point(p.start),
+        "end": _point(p.end),
+        "current_lag": p.current_lag,
+        "complete": p.complete,
+        "lag_seconds": p.lag_seconds,
+        "lag_seconds_lower_bound": p.lag_seconds_lower_bound,
+    }
+
+
+def status_json(g: GroupStatus, only_non_ok: bool) -> dict[str, Any]:
+    parts = g.non_ok if only_non_ok else g.partitions
+    return {
+        "cluster": g.cluster,
+        "group": g.group,
+        "status": g.status,
+        "complete": g.complete,
+        "partitions": [partition_json(p) for p in parts],
+        "partition_count": g.partition_count,
+        "maxlag": partition_json(g.maxlag) if g.maxlag is not None else None,
+        "totallag": g.totallag,
+        "lag_seconds": g.lag_seconds,
+        "state": g.state,
+        "members": g.members,
+        "generation": g.generation,
+        "member_list": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "partitions": [{"topic": t, "partition": p} for t, p in m.assignment],
+            }
+            for m in g.member_list
+        ],
+        "stale": g.stale,
+        "offsets_age_seconds": g.offsets_age_seconds,
+        "evaluated_at": g.evaluated_at,
+    }
+
+
+def notfound_json(cluster: str, group: str) -> dict[str, Any]:
+    return {
+        "cluster": cluster, "group": group, "status": "NOTFOUND", "complete": 1.0,
+        "partitions": [], "partition_count": 0, "maxlag": None, "totallag": 0,
+    }
+
+
+# ---------------------------------------------------------------------- back from JSON
+
+
+STATUS_WORDS = frozenset({"OK", "WARN", "STALL", "STOP", "REWIND", "NOTFOUND", "ERR"})
+
+
+def _word(value: Any) -> str:
+    if value not in STATUS_WORDS:
+        raise ValueError(f"not a status: {value!r}")
+    return str(value)
+
+
+def _point_from(d: Mapping[str, Any] | None) -> CommitPoint | None:
+    if d is None:
+        return None
+    lag = d["lag"]
+    return CommitPoint(int(d["offset"]), int(d["timestamp"]), int(d["observedAt"]),
+                       None if lag is None else int(lag))
+
+
+def partition_from_json(d: Mapping[str, Any]) -> PartitionStatus:
+    return PartitionStatus(
+        topic=str(d["topic"]), partition=int(d["partition"]), status=_word(d["status"]),
+        start=_point_from(d["start"]), end=_point_from(d["end"]),
+        current_lag=int(d["current_lag"]), lag_seconds=float(d["lag_seconds"]),
+        lag_seconds_lower_bound=bool(d["lag_seconds_lower_bound"]),
+        complete=float(d["complete"]), owner=str(d["owner"]), client_id=str(d["client_id"]),
+    )
+
+
+def group_from_json(d: Mapping[str, Any], *, stale: bool | None = None) -> GroupStatus:
+    """The :class:`GroupStatus` a :func:`status_json` object describes (``KeyError``,
+    ``TypeError`` or ``ValueError`` when it is not one). ``stale`` overrides the flag: the
+    reader knows how old the verdict is, the writer did not."""
+    members = tuple(
+        GroupMember(str(m["member_id"]), str(m["client_id"]), str(m["host"]),
+                    tuple((str(p["topic"]), int(p["partition"])) for p in m["partitions"]))
+        for m in d["member_list"]
+    )
+    maxlag = d["maxlag"]
+    age = d["offsets_age_seconds"]
+    generation = d["generation"]
+    return GroupStatus(
+        cluster=str(d["cluster"]), group=str(d["group"]), status=_word(d["status"]),
+        complete=float(d["complete"]),
+        partitions=tuple(partition_from_json(p) for p in d["partitions"]),
+        partition_count=int(d["partition_count"]),
+        maxlag=partition_from_json(maxlag) if maxlag is not None else None,
+        totallag=int(d["totallag"]), lag_seconds=float(d["lag_seconds"]),
+        state=None if d["state"] is None else str(d["state"]),
+        generation=None if generation is None else int(generation), member_list=members,
+        stale=bool(d["stale"]) if stale is None else stale,
+        offsets_age_seconds=None if age is None else float(age),
+        evaluated_at=float(d["evaluated_at"]),
+    )
