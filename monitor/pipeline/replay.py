@@ -23,18 +23,9 @@ from typing import Any
 
 from monitor.config import CollectorsConfig, EvaluatorConfig
 from monitor.evaluate.job import ClusterEvaluation, Evaluator
-from monitor.model.observations import (
-    BrokerOffsets,
-    ClusterMetadata,
-    CommitBatch,
-    GroupDeleted,
-    GroupFetchFailed,
-    GroupMembership,
-    OffsetsDeleted,
-)
 from monitor.model.status_json import status_json
 from monitor.record.rows import ClockMark, Event, Verdicts, empty_verdicts, events, extend, verdicts
-from monitor.store.store import GroupRemoved, Store
+from monitor.store.store import Store
 
 DETAIL_LIMIT = 512 * 1024
 """A status object larger than this (a group of thousands of partitions) is published with
@@ -139,23 +130,7 @@ class Replayer:
                 self._fresh[obs.cluster] = (obs.fresh_at, obs.at)
             return obs
         self.observations += 1
-        store = self.store
-        if isinstance(obs, CommitBatch):
-            store.put_commits(obs)
-        elif isinstance(obs, BrokerOffsets):
-            store.put_broker_offsets(obs)
-        elif isinstance(obs, GroupMembership):
-            store.put_group(obs)
-        elif isinstance(obs, ClusterMetadata):
-            store.put_metadata(obs)
-        elif isinstance(obs, GroupDeleted):
-            store.put_group_deleted(obs)
-        elif isinstance(obs, OffsetsDeleted):
-            store.put_offsets_deleted(obs)
-        elif isinstance(obs, GroupFetchFailed):
-            store.put_group_fetch_failed(obs)
-        elif isinstance(obs, GroupRemoved):
-            store.remove_group(obs.cluster, obs.group)
+        self.store.apply(obs)
         return None
 
     def replay(

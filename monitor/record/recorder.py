@@ -35,13 +35,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from monitor.config import MonitorConfig, RecorderConfig
-from monitor.model.observations import BrokerOffsets, ClusterMetadata, CommitBatch
+from monitor.model.observations import ClusterMetadata
 from monitor.record.rows import (
     CanarySnapshot,
     ClockMark,
     RowBuilder,
     Verdicts,
     arrow_schema,
+    row_count,
     verdicts,
 )
 from monitor.store.store import Snapshot, Store
@@ -136,12 +137,7 @@ class Recorder:
                 if self._topics.get(obs.cluster) == topics:
                     return
                 self._topics[obs.cluster] = topics
-            if isinstance(obs, CommitBatch):
-                n = len(obs.offsets)
-            elif isinstance(obs, BrokerOffsets):
-                n = len(obs.log_end) + len(obs.failed)
-            else:
-                n = 1
+            n = row_count(obs)
             if self._pending_rows + n > self.config.max_buffered_rows:
                 if not self.dropped:
                     _log.warning("recorder buffer full: dropping observations until a flush")

@@ -191,6 +191,15 @@ class RowBuilder:
         return self.to_arrow().to_pandas()
 
 
+def row_count(obs: object) -> int:
+    """How many rows :meth:`RowBuilder.add` writes for ``obs`` (the recorder's buffer bound)."""
+    if isinstance(obs, CommitBatch):
+        return len(obs.offsets)
+    if isinstance(obs, BrokerOffsets):
+        return len(obs.log_end) + len(obs.failed)
+    return 1
+
+
 # ------------------------------------------------------------------------------- decoding
 
 

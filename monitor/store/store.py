@@ -207,6 +207,17 @@ class Store:
 
     # ---------------------------------------------------------------- writes (collectors)
 
+    def apply(self, observation: object) -> None:
+        """Apply any observation the store takes (the one entry point replays use; collectors
+        call the typed ``put_*`` directly). Raises TypeError for anything else."""
+        if isinstance(observation, GroupRemoved):
+            self.remove_group(observation.cluster, observation.group)
+            return
+        put = _APPLY.get(type(observation))
+        if put is None:
+            raise TypeError(f"not an observation the store takes: {type(observation).__name__}")
+        put(self, observation)
+
     def put_metadata(self, metadata: ClusterMetadata) -> None:
         """Latest metadata; topics that disappeared since the previous answer are deleted."""
         with self._lock:
@@ -638,3 +649,16 @@ class Store:
         for c in commits:
             c.order -= base
         w.orders[rows] -= base
+
+
+_APPLY: dict[type, Callable[[Store, Any], None]] = {
+    CommitBatch: Store.put_commits,
+    BrokerOffsets: Store.put_broker_offsets,
+    GroupMembership: Store.put_group,
+    ClusterMetadata: Store.put_metadata,
+    GroupDeleted: Store.put_group_deleted,
+    OffsetsDeleted: Store.put_offsets_deleted,
+    GroupFetchFailed: Store.put_group_fetch_failed,
+    JmxScrape: Store.put_broker_jmx,
+}
+"""Observation type -> the ``put_*`` that applies it (:meth:`Store.apply`)."""
