@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -62,34 +62,45 @@ def rule_options(config: EvaluatorConfig) -> RuleOptions:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RoundArrays:
+    """What the rules computed in one round, over every partition of the cluster."""
+
+    parts: PartitionResults
+    groups: GroupResults
+    lag: LagSeconds
+    group_lag: npt.NDArray[np.float64]
+
+
 class ClusterEvaluation:
     """One round's results for one cluster: arrays for bulk readers (Prometheus), and
-    :meth:`group` for per-group views, built on first use and cached."""
+    :meth:`group` for per-group views, built on first use and cached. ``data`` is the store's
+    snapshot the round judged, ``arrays`` what the rules made of it (None when there was
+    nothing to judge), ``states`` each group's membership and freshness."""
 
     def __init__(
         self,
         cluster: str,
         evaluated_at: float,
         duration: float,
-        data: EvaluationInput | None,
-        parts: PartitionResults | None,
-        groups: GroupResults | None,
-        lag: LagSeconds | None,
-        group_lag: npt.NDArray[np.float64] | None,
-        states: dict[str, GroupState],
-        stale_groups: set[str],
+        *,
+        data: EvaluationInput | None = None,
+        arrays: RoundArrays | None = None,
+        states: dict[str, GroupState] | None = None,
+        stale_groups: set[str] | None = None,
         burrow: bool = False,
     ) -> None:
+        states = {} if states is None else states
         self.cluster = cluster
         self.evaluated_at = evaluated_at
         self.duration = duration
         self.data = data
-        self.partitions = parts
-        self.groups = groups
-        self.lag = lag
-        self.group_lag_seconds = group_lag
+        self.partitions = arrays.parts if arrays is not None else None
+        self.groups = arrays.groups if arrays is not None else None
+        self.lag = arrays.lag if arrays is not None else None
+        self.group_lag_seconds = arrays.group_lag if arrays is not None else None
         self.states = states
-        self.stale_groups = stale_groups
+        self.stale_groups = set() if stale_groups is None else stale_groups
         self._index = (
             {name: i for i, name in enumerate(data.group_names)} if data is not None else {}
         )
@@ -300,8 +311,8 @@ class Evaluator:
         }
         if data is None or data.windows.size == 0:
             return ClusterEvaluation(
-                cluster, now, time.monotonic() - started, data, None, None, None, None,
-                states, stale, self.options.burrow_err,
+                cluster, now, time.monotonic() - started, data=data, states=states,
+                stale_groups=stale, burrow=self.options.burrow_err,
             )
         names = data.group_names
         due = self.read_interval.get(cluster, 0.0)
@@ -325,9 +336,10 @@ class Evaluator:
             commit_times_ms=w.timestamps_ms[rows, last],
             marker_tolerance=self.options.marker_tolerance,
         )
+        arrays = RoundArrays(parts, group_results, lag, group_lag_seconds(lag.seconds, groups))
         return ClusterEvaluation(
-            cluster, now, time.monotonic() - started, data, parts, group_results, lag,
-            group_lag_seconds(lag.seconds, groups), states, stale, self.options.burrow_err,
+            cluster, now, time.monotonic() - started, data=data, arrays=arrays, states=states,
+            stale_groups=stale, burrow=self.options.burrow_err,
         )
 
 
@@ -342,8 +354,7 @@ class PublishedEvaluation(ClusterEvaluation):
     ) -> None:
         stale = {g for g, v in published.items()
                  if v.stale or evaluated_at - v.evaluated_at > max_age}
-        super().__init__(cluster, evaluated_at, duration, None, None, None, None, None, {},
-                         stale)
+        super().__init__(cluster, evaluated_at, duration, stale_groups=stale)
         self._published = published
         self._names = sorted(published)
 
