@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from monitor.serve.http.envelope import SERVICE_KEY, reply
+from monitor.serve.http.envelope import SERVICE_KEY, Served, reply
 from monitor.serve.http.v3 import add_v3_routes
 from monitor.serve.metrics.health import cluster_health, thresholds_for
-
-if TYPE_CHECKING:
-    from monitor.service import Service
 
 _log = logging.getLogger("monitor.http")
 
@@ -104,7 +101,7 @@ async def cluster_health_view(request: web.Request) -> web.Response:
     return reply(request, {"message": "cluster health returned", "health": health.as_dict()})
 
 
-def build_app(service: Service) -> web.Application:
+def build_app(service: Served) -> web.Application:
     app = web.Application(middlewares=[json_errors], client_max_size=64 * 1024)
     app[SERVICE_KEY] = service
     app.router.add_get("/healthz", healthz)

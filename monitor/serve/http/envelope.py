@@ -1,21 +1,51 @@
-"""What every HTTP handler shares (``httpserver`` and the v3 ``api`` both import it, neither
-imports the other's internals): the application key the service is stored under, and Burrow's
-JSON envelope, written in one place."""
+"""What every HTTP handler shares (``app`` and ``v3`` both import it): the read-only view of the
+service they serve from (:class:`Served`, under ``SERVICE_KEY``), and Burrow's JSON envelope,
+written in one place."""
 
 from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
-if TYPE_CHECKING:
-    from monitor.service import Service
+from monitor.config import MonitorConfig
+from monitor.evaluate.job import Evaluator
+from monitor.ingest.base import Collector
+from monitor.serve.metrics.lag import LagExporter
+from monitor.store.store import Store
 
 HOSTNAME = socket.gethostname()
-SERVICE_KEY: web.AppKey[Service] = web.AppKey("service")
+
+
+class Served(Protocol):
+    """What the handlers may read of the running service (``monitor.service.Service`` is
+    one): the configuration, the store and the evaluation's cached results, the collectors'
+    health and probe views, and the metrics to render. Read-only: no handler starts, stops or
+    schedules anything."""
+
+    @property
+    def config(self) -> MonitorConfig: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def evaluator(self) -> Evaluator: ...
+    @property
+    def collectors(self) -> Sequence[Collector]: ...
+    @property
+    def evaluated_clusters(self) -> set[str]: ...
+    @property
+    def registry(self) -> CollectorRegistry: ...
+    @property
+    def exporter(self) -> LagExporter: ...
+    @property
+    def started_at(self) -> float: ...
+
+
+SERVICE_KEY: web.AppKey[Served] = web.AppKey("service")
 
 
 def envelope(

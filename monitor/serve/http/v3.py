@@ -18,7 +18,7 @@ import json
 import logging
 import re
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from aiohttp import web
@@ -29,10 +29,7 @@ from monitor.ingest.canary.probe import CanaryProbe
 from monitor.ingest.mirror import MirrorCollector, mirror_view
 from monitor.model.observations import ClusterMetadata, OffsetsDeleted
 from monitor.model.status_json import notfound_json, status_json
-from monitor.serve.http.envelope import SERVICE_KEY, envelope, reply
-
-if TYPE_CHECKING:
-    from monitor.service import Service
+from monitor.serve.http.envelope import SERVICE_KEY, Served, envelope, reply
 
 _MAX_NAME = 255
 _BAD_NAME = re.compile(r"[\x00-\x1f\x7f]")
@@ -46,7 +43,7 @@ def _name(request: web.Request, key: str) -> str:
     return value
 
 
-def _cluster(request: web.Request) -> tuple[Service, str]:
+def _cluster(request: web.Request) -> tuple[Served, str]:
     service = request.app[SERVICE_KEY]
     name = _name(request, "cluster")
     if name not in {c.name for c in service.config.clusters}:
@@ -54,7 +51,7 @@ def _cluster(request: web.Request) -> tuple[Service, str]:
     return service, name
 
 
-def _result(service: Service, cluster: str) -> ClusterEvaluation | None:
+def _result(service: Served, cluster: str) -> ClusterEvaluation | None:
     return service.evaluator.result(cluster)
 
 
@@ -116,7 +113,7 @@ async def topics(request: web.Request) -> web.Response:
     return reply(request, {"message": "topic list returned", "topics": names})
 
 
-def _topic(request: web.Request) -> tuple[Service, str, str, ClusterMetadata]:
+def _topic(request: web.Request) -> tuple[Served, str, str, ClusterMetadata]:
     """The cluster and a topic its metadata lists, or a 404."""
     service, name = _cluster(request)
     topic = _name(request, "topic")
