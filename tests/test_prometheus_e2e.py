@@ -260,6 +260,11 @@ def test_every_dashboard_query_runs_on_prometheus(stack: Stack) -> None:
              ["result"], 60, "JMX figures in Prometheus")
     wait_for(lambda: query(stack, f'kafka_monitor_group_status{{group="{stack.healthy}"}}')
              ["data"]["result"], 60, "the healthy group in Prometheus")
+    # The mirror counts from a quiet anchor (up to ten 5 s windows on a busy topic): its
+    # window families appear once the first window after it closed. Waited for here, so the
+    # test passes alone as well as after the others.
+    wait_for(lambda: query(stack, "kafka_mirror_window_difference_sum")["data"]["result"], 90,
+             "the mirror's first counted window in Prometheus")
     failures, empty = [], []
     for uid, title, expr in dashboard_queries():
         answer = query(stack, grafana_to_promql(expr, stack))
