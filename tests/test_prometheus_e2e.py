@@ -263,7 +263,7 @@ def test_every_dashboard_query_runs_on_prometheus(stack: Stack) -> None:
     # The mirror counts from a quiet anchor (up to ten 5 s windows on a busy topic): its
     # window families appear once the first window after it closed. Waited for here, so the
     # test passes alone as well as after the others.
-    wait_for(lambda: query(stack, "kafka_mirror_window_difference_sum")["data"]["result"], 90,
+    wait_for(lambda: query(stack, "kafka_mirror_window_source_records")["data"]["result"], 90,
              "the mirror's first counted window in Prometheus")
     failures, empty = [], []
     for uid, title, expr in dashboard_queries():
