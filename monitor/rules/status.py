@@ -30,7 +30,9 @@ turns all of them off and reproduces Burrow exactly):
     has to react once there is data, and a consumer idle after its last commit (the log end
     stayed at its offset for longer than its usual gap between commits: it commits only on
     progress, so its window span tells nothing of its pace) gets at least ``idle_grace_ms``
-    to react. It never adds a STOP Burrow would not raise. Deliberately
+    to react. Its clock never starts before Burrow's; with a history it replaces Burrow's
+    "recently caught up" exception (see below), so a consumer that died caught up while data
+    keeps coming is STOP after its allowance rather than ten log-end refreshes. Deliberately
     *not* "lag at the last commit was 0 -> never STOP": that is the rule Burrow's maintainers
     rejected (PR #94) and fixed (#290, case 9) because a consumer that dies caught up would be
     OK forever while data piles up; here it is STOP once new data has waited past its
