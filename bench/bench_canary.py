@@ -121,7 +121,8 @@ def main() -> None:
                        "window": f"{int(seconds) + 60}s", "instance_id": "bench"},
         })
         cluster = cfg.clusters[0]
-        probe = CanaryProbe("bench", cluster, cluster, cfg.canary, CanaryMetrics("b", "cluster"))
+        probe = CanaryProbe("bench", cluster, cluster, cfg.canary,
+                            CanaryMetrics("kafka_canary", "cluster"))
         probe.run_once()  # starts the threads (the consumer is positioned first)
         independent = subprocess.Popen(
             [sys.executable, "-c", _INDEPENDENT, kafka.bootstrap_servers, topic,

@@ -155,7 +155,8 @@ def probes() -> Iterator[list[CanaryProbe]]:
 def make_probe(kafka: LocalKafka, prefix: str, instance: str) -> CanaryProbe:
     cfg = config(kafka, prefix, instance_id=instance, group=f"{prefix}-{instance}")
     cluster = cfg.clusters[0]
-    return CanaryProbe(CLUSTER, cluster, cluster, cfg.canary, CanaryMetrics("t", "cluster"))
+    return CanaryProbe(CLUSTER, cluster, cluster, cfg.canary,
+                       CanaryMetrics("kafka_canary", "cluster"))
 
 
 def run_rounds(probes: list[CanaryProbe], seconds: float) -> None:
@@ -239,9 +240,10 @@ def test_event_counters_are_exported_at_zero_before_any_event(
     kafka.create_topic(f"{prefix}-canary", replica_assignment=[[0], [0]])
     cfg = config(kafka, prefix)
     cluster = cfg.clusters[0]
-    canary = CanaryProbe(CLUSTER, cluster, cluster, cfg.canary, CanaryMetrics("t", "cluster"))
+    canary = CanaryProbe(CLUSTER, cluster, cluster, cfg.canary,
+                         CanaryMetrics("kafka_canary", "cluster"))
     mirror = CanaryProbe("m", cluster, cluster, cfg.canary,
-                         CanaryMetrics("t_mirror", "mirror"), kind="mirror-canary")
+                         CanaryMetrics("kafka_mirror_canary", "mirror"), kind="mirror-canary")
     for probe, scope in ((canary, "cluster"), (mirror, "mirror")):
         probes.append(probe)
         before = counter_samples(probe.metrics)

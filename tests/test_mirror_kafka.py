@@ -24,8 +24,9 @@ from monitor.config import parse_config
 from monitor.dev.localkafka import LocalKafka
 from monitor.dev.localkafka.mirrormaker import MirrorMaker
 from monitor.dev.localkafka.workload import end_offsets, librdkafka_logger
-from monitor.ingest.mirror import MirrorCollector, mirror_view
+from monitor.ingest.mirror import MirrorCollector
 from monitor.model.observations import BrokerOffsets
+from monitor.serve.probe_views import mirror_view
 from monitor.store.store import Store
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.harness.polling import wait_for

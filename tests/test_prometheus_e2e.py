@@ -41,6 +41,7 @@ from monitor.dev.localkafka.workload import (
     StoppedConsumer,
     librdkafka_logger,
 )
+from monitor.model import metric_catalogue as catalogue
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.promql import metric_names
 from tests.test_service import free_port, wait_for
@@ -227,6 +228,33 @@ def test_every_queried_metric_is_exported(stack: Stack) -> None:
         wait_for(lambda: not missing(), 120, "every queried family in /metrics")
     gone = missing()
     assert not gone, {name: sorted(used[name]) for name in gone}
+
+
+def test_every_exported_family_matches_the_catalogue(stack: Stack) -> None:
+    """Every family on the real /metrics (lag, health, JMX, canaries, mirror, collectors) is
+    declared in the metric catalogue with the same kind, help and labels."""
+    def families() -> list[Any]:
+        with urllib.request.urlopen(f"{stack.monitor}/metrics", timeout=10) as response:
+            return list(text_string_to_metric_families(response.read().decode()))
+
+    wait_for(lambda: any(f.name == "kafka_mirror_window_source_records" and f.samples
+                         for f in families()), 60, "the mirror's first counted window")
+    exported = families()
+    assert len(exported) > 80
+    wrong = []
+    for f in exported:
+        if f.name.startswith(("python_", "process_")):  # prometheus_client's own
+            continue
+        base = catalogue.CATALOGUE.get(f.name.removesuffix("_created"))
+        if f.name.endswith("_created") and base is not None and base.kind != "gauge":
+            continue  # a counter's or histogram's creation time, as the text format has it
+        entry = catalogue.CATALOGUE.get(f.name)
+        labels = {k for s in f.samples for k in s.labels} - {"le"}
+        if entry is None or entry.kind != f.type or entry.help != f.documentation \
+                or not labels <= set(entry.labels) or (f.samples and not labels
+                                                       and entry.labels):
+            wrong.append((f.name, f.type, f.documentation, sorted(labels), entry))
+    assert not wrong, wrong
 
 
 def query(stack: Stack, expr: str) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.model.metric_catalogue import Reading
+
 _log = logging.getLogger("monitor.collector")
 
 
@@ -65,6 +67,11 @@ class Collector(ABC):
     def close(self) -> None:
         """Release clients; called once at shutdown."""
         return None
+
+    def counters(self) -> list[Reading]:
+        """This collector's own counters for ``/metrics``, beyond the health every collector
+        has (families from :data:`monitor.model.metric_catalogue.COLLECTOR_COUNTERS`)."""
+        return []
 
     def saved_state(self) -> object | None:
         """What this collector needs to continue after a restart, beyond the store (saved

@@ -24,24 +24,18 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector as PromCollector
 
 from monitor.config import MirrorConfig
 from monitor.ingest.base import Collector
 from monitor.store.store import Store
 
 if TYPE_CHECKING:
-    from monitor.evaluate.job import Evaluator
     from monitor.ingest.canary.probe import CanaryProbe
 
-#: Group status as a number, as ``kafka_monitor_group_status`` (ERR: Burrow-style reporting).
-STATUS_CODE = {"NOTFOUND": 0, "OK": 1, "WARN": 2, "REWIND": 3, "STALL": 4, "STOP": 5, "ERR": 5}
 _HISTORY = 4096  # log-end samples kept per side and topic
 _WINDOWS_KEPT = 60
 _ANCHOR_TRIES = 10  # window boundaries tried for a quiet anchor before anchoring regardless
@@ -221,97 +215,3 @@ class MirrorCollector(Collector):
 
     def net_difference(self) -> dict[str, int]:
         return dict(self._net)
-
-
-def group_status(evaluator: Evaluator, mirror: MirrorConfig) -> dict[str, Any] | None:
-    """The mirroring group's verdict on the source cluster (None when no group is configured);
-    NOTFOUND until the evaluator knows it."""
-    if mirror.group is None:
-        return None
-    result = evaluator.result(mirror.source)
-    g = result.group(mirror.group) if result is not None else None
-    if g is None:
-        return {"group": mirror.group, "status": "NOTFOUND", "totallag": None,
-                "lag_seconds": None, "state": None, "members": 0, "stale": False}
-    return {"group": g.group, "status": g.status, "totallag": g.totallag,
-            "lag_seconds": g.lag_seconds, "state": g.state, "members": g.members,
-            "stale": g.stale}
-
-
-def mirror_view(collector: MirrorCollector, evaluator: Evaluator) -> dict[str, Any]:
-    """The ``/v3/mirror/<name>`` body."""
-    m = collector.mirror
-    return {
-        "name": m.name, "source": m.source, "destination": m.destination,
-        "topics": list(m.topics),
-        "count_window_seconds": m.count_window, "count_delay_seconds": m.count_delay,
-        **collector.snapshot(),
-        "group": group_status(evaluator, m),
-        "canary": collector.canary.snapshot() if collector.canary is not None else None,
-    }
-
-
-class MirrorMetrics(PromCollector):
-    """``kafka_mirror_*`` gauges from the mirror collectors' latest round and the evaluator:
-
-    * ``kafka_mirror_lag{mirror,topic,partition}``: source - destination log-end offset;
-      ``kafka_mirror_topic_lag{mirror,topic}``: the same summed over partitions;
-    * ``kafka_mirror_group_status{mirror}`` (0 NOTFOUND, 1 OK, 2 WARN, 3 REWIND, 4 STALL,
-      5 STOP/ERR), ``kafka_mirror_group_lag{mirror}`` (records),
-      ``kafka_mirror_group_lag_seconds{mirror}``;
-    * ``kafka_mirror_window_source_records``, ``_destination_records``, ``_difference``
-      ``{mirror,topic}`` for the last closed window, and ``kafka_mirror_window_difference_sum``
-      since the monitor started (positive: lost on the way, negative: duplicated).
-    """
-
-    def __init__(self, collectors: list[MirrorCollector], evaluator: Evaluator) -> None:
-        self.collectors = collectors
-        self.evaluator = evaluator
-
-    def collect(self) -> Iterator[Metric]:
-        mt = ["mirror", "topic"]
-        lag = GaugeMetricFamily("kafka_mirror_lag", "Source minus destination log-end offset.",
-                                labels=[*mt, "partition"])
-        topic_lag = GaugeMetricFamily("kafka_mirror_topic_lag",
-                                      "Source minus destination log-end offsets, summed.",
-                                      labels=mt)
-        status = GaugeMetricFamily("kafka_mirror_group_status",
-                                   "Mirroring group status: 0 NOTFOUND, 1 OK, 2 WARN, 3 REWIND, "
-                                   "4 STALL, 5 STOP.", labels=["mirror"])
-        glag = GaugeMetricFamily("kafka_mirror_group_lag", "Mirroring group's total lag.",
-                                 labels=["mirror"])
-        glag_s = GaugeMetricFamily("kafka_mirror_group_lag_seconds",
-                                   "Mirroring group's largest lag in seconds.", labels=["mirror"])
-        w_src = GaugeMetricFamily("kafka_mirror_window_source_records",
-                                  "Records written at the source in the last closed window.",
-                                  labels=mt)
-        w_dst = GaugeMetricFamily("kafka_mirror_window_destination_records",
-                                  "Records written at the destination in the last closed "
-                                  "window (shifted by count_delay).", labels=mt)
-        w_diff = GaugeMetricFamily("kafka_mirror_window_difference",
-                                   "Source minus destination records in the last closed window.",
-                                   labels=mt)
-        w_sum = GaugeMetricFamily("kafka_mirror_window_difference_sum",
-                                  "Source minus destination records over every closed window "
-                                  "since start.", labels=mt)
-        for c in self.collectors:
-            name = c.mirror.name
-            snap = c.snapshot()
-            for row in snap["lag"]:
-                lag.add_metric([name, row["topic"], str(row["partition"])], row["lag"])
-            for row in snap["topics"]:
-                if row["lag"] is not None:
-                    topic_lag.add_metric([name, row["topic"]], row["lag"])
-            g = group_status(self.evaluator, c.mirror)
-            if g is not None:
-                status.add_metric([name], STATUS_CODE.get(g["status"], 0))
-                if g["totallag"] is not None:
-                    glag.add_metric([name], g["totallag"])
-                    glag_s.add_metric([name], g["lag_seconds"])
-            for topic, w in c.last_windows().items():
-                w_src.add_metric([name, topic], w.source_records)
-                w_dst.add_metric([name, topic], w.destination_records)
-                w_diff.add_metric([name, topic], w.difference)
-            for topic, net in c.net_difference().items():
-                w_sum.add_metric([name, topic], net)
-        yield from (lag, topic_lag, status, glag, glag_s, w_src, w_dst, w_diff, w_sum)

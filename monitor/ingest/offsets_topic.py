@@ -68,6 +68,7 @@ from monitor.ingest.consumer_offsets import (
     OffsetTombstone,
 )
 from monitor.ingest.kafka_client import client_config
+from monitor.model.metric_catalogue import Reading
 from monitor.model.observations import (
     CommitBatch,
     GroupDeleted,
@@ -261,6 +262,23 @@ class OffsetsTopicCollector(Collector):
     def stats(self) -> OffsetsTopicStats:
         """The latest counters (published by the reader after every batch)."""
         return self._stats
+
+    def counters(self) -> list[Reading]:
+        """The decoder's and the reader's counts (``kafka_monitor_offsets_topic_*``)."""
+        s, c, p = self._stats, (self.cluster,), "kafka_monitor_offsets_topic"
+        return [
+            Reading(f"{p}_records", c, s.decoder.records),
+            *(Reading(f"{p}_records_skipped", (*c, reason), n)
+              for reason, n in sorted(s.decoder.skipped_by_reason.items())),
+            Reading(f"{p}_commits_stored", c, s.commits_stored),
+            Reading(f"{p}_commits_filtered", c, s.commits_filtered),
+            *(Reading(f"{p}_events", (*c, kind), n)
+              for kind, n in sorted(s.events_applied.items())),
+            *(Reading(f"{p}_consume_errors", (*c, error), n)
+              for error, n in sorted(s.consume_errors.items())),
+            Reading(f"{p}_handler_errors", c, s.handler_errors),
+            Reading(f"{p}_reader_restarts", c, s.reader_restarts),
+        ]
 
     def saved_state(self) -> dict[str, Any] | None:
         """Where a restarted process resumes reading (:meth:`resume`): the published positions,

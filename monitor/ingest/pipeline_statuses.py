@@ -26,6 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from monitor.config import ClusterConfig
 from monitor.ingest.base import Collector
 from monitor.ingest.kafka_client import client_config
+from monitor.model.metric_catalogue import Reading
 from monitor.model.status_json import group_from_json
 from monitor.model.verdicts import GroupStatus
 from monitor.store.store import Store
@@ -59,6 +60,13 @@ class PipelineStatusesCollector(Collector):
     @property
     def ready(self) -> bool:
         return self._unread is not None and not self._unread
+
+    def counters(self) -> list[Reading]:
+        """Records read and left out (``kafka_monitor_pipeline_statuses_*``)."""
+        c, p = (self.cluster,), "kafka_monitor_pipeline_statuses"
+        return [Reading(f"{p}_records", c, self.records),
+                *(Reading(f"{p}_records_skipped", (*c, reason), n)
+                  for reason, n in sorted(self.skipped.items()))]
 
     def _assign(self) -> Consumer:
         consumer = Consumer(client_config(self._config, **{

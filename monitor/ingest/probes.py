@@ -1,4 +1,4 @@
-"""Which canary and mirror probes the configuration asks for, and their Prometheus metrics.
+"""Which canary and mirror probes the configuration asks for.
 
 Kept apart from ``service.py`` so the service only asks for "the probes" and registers what
 comes back; each probe kind lives in its own module (``canary/``, ``mirror.py``).
@@ -6,19 +6,12 @@ comes back; each probe kind lives in its own module (``canary/``, ``mirror.py``)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from prometheus_client.registry import Collector as PromCollector
-
 from monitor.config import MonitorConfig
 from monitor.ingest.base import Collector
 from monitor.ingest.canary.metrics import CanaryMetrics
 from monitor.ingest.canary.probe import CanaryProbe
-from monitor.ingest.mirror import MirrorCollector, MirrorMetrics
+from monitor.ingest.mirror import MirrorCollector
 from monitor.store.store import Store
-
-if TYPE_CHECKING:
-    from monitor.evaluate.job import Evaluator
 
 
 def build_probes(config: MonitorConfig, store: Store) -> list[Collector]:
@@ -43,15 +36,3 @@ def build_probes(config: MonitorConfig, store: Store) -> list[Collector]:
             mirror, config.collectors.broker_offsets_interval, store, canary
         ))
     return probes
-
-
-def probe_metrics(collectors: list[Collector], evaluator: Evaluator) -> list[PromCollector]:
-    """The Prometheus collectors to register for the probes among ``collectors``."""
-    out: list[PromCollector] = []
-    for c in collectors:
-        if isinstance(c, CanaryProbe) and all(c.metrics is not m for m in out):
-            out.append(c.metrics)
-    mirrors = [c for c in collectors if isinstance(c, MirrorCollector)]
-    if mirrors:
-        out.append(MirrorMetrics(mirrors, evaluator))
-    return out

@@ -54,11 +54,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector as MetricsCollector
 
 from monitor import __version__
 from monitor.config import ClusterConfig, StateConfig
+from monitor.model import metric_catalogue as catalogue
 from monitor.model.observations import (
     ClusterMetadata,
     GroupMember,
@@ -409,18 +410,12 @@ class StateMetrics(MetricsCollector):
 
     def collect(self) -> Iterator[Metric]:
         s = self._state
-        yield CounterMetricFamily("kafka_monitor_state_saves", "State snapshots written.",
-                                  value=s.saves)
-        yield CounterMetricFamily("kafka_monitor_state_save_failures",
-                                  "State snapshots that could not be written.", value=s.failures)
-        last = GaugeMetricFamily("kafka_monitor_state_last_save_timestamp_seconds",
-                                 "When the last snapshot was written.")
-        size = GaugeMetricFamily("kafka_monitor_state_snapshot_bytes",
-                                 "Size of the last snapshot written.")
-        duration = GaugeMetricFamily("kafka_monitor_state_last_save_duration_seconds",
-                                     "How long writing the last snapshot took.")
-        restored = GaugeMetricFamily("kafka_monitor_state_restored_age_seconds",
-                                     "Age of the snapshot restored at start (absent: none).")
+        yield catalogue.counter("kafka_monitor_state_saves", s.saves)
+        yield catalogue.counter("kafka_monitor_state_save_failures", s.failures)
+        last = catalogue.gauge("kafka_monitor_state_last_save_timestamp_seconds")
+        size = catalogue.gauge("kafka_monitor_state_snapshot_bytes")
+        duration = catalogue.gauge("kafka_monitor_state_last_save_duration_seconds")
+        restored = catalogue.gauge("kafka_monitor_state_restored_age_seconds")
         if s.last_saved_at is not None:
             last.add_metric([], s.last_saved_at)
         if s.last_size is not None:

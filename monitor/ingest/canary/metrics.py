@@ -32,8 +32,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
+
+from monitor.model import metric_catalogue as catalogue
 
 if TYPE_CHECKING:
     from monitor.ingest.canary.probe import CanaryProbe
@@ -51,37 +53,30 @@ class CanaryMetrics(Collector):
         self.prefix = prefix
         self.scope = scope
         self.probes: list[CanaryProbe] = []
-        per_part = [scope, "partition", "broker"]
+        if (prefix, scope) not in catalogue.CANARY_SCOPES:
+            raise ValueError(f"no canary metrics {prefix}_* labelled {scope} in the catalogue")
 
-        def counter(name: str, doc: str, labels: list[str] = per_part) -> Counter:
-            return Counter(f"{prefix}_{name}", doc, labels, registry=None)
+        def counter(name: str) -> Counter:
+            f = catalogue.entry(f"{prefix}_{name}")
+            return Counter(f.name, f.help, f.labels, registry=None)
 
-        def histogram(name: str, doc: str, labels: list[str]) -> Histogram:
-            return Histogram(f"{prefix}_{name}", doc, labels, registry=None,
-                             buckets=LATENCY_BUCKETS)
+        def histogram(name: str) -> Histogram:
+            f = catalogue.entry(f"{prefix}_{name}")
+            return Histogram(f.name, f.help, f.labels, registry=None, buckets=LATENCY_BUCKETS)
 
-        self.attempts = counter("produce_attempts", "Canary records sent.")
-        self.acks = counter("produce_acks", "Canary records acknowledged by the leader.")
-        self.errors = counter("produce_errors", "Canary records whose produce failed.")
-        self.consumed = counter("records_consumed", "Canary records of this run consumed.")
-        self.lost = counter("records_lost", "Acknowledged canary records not consumed within "
-                            "the loss SLA.")
-        self.duplicated = counter("records_duplicated", "Canary records consumed again.")
-        self.out_of_order = counter("records_out_of_order", "Canary records consumed after a "
-                                    "higher sequence of the same partition.")
-        self.late = counter("records_late", "Canary records consumed after being counted lost.")
-        self.produce_latency = histogram(
-            "produce_latency_seconds", "Send to acknowledgement.", [scope, "broker"]
-        )
-        self.e2e_latency = histogram(
-            "end_to_end_latency_seconds", "Send to consumption (across a mirror: replication "
-            "latency).", [scope, "broker"]
-        )
-        self.commit_latency = histogram(
-            "commit_latency_seconds", "Offset commit of the canary group.", [scope]
-        )
-        self.commit_attempts = counter("commit_attempts", "Canary group commits tried.", [scope])
-        self.commit_errors = counter("commit_errors", "Canary group commits failed.", [scope])
+        self.attempts = counter("produce_attempts")
+        self.acks = counter("produce_acks")
+        self.errors = counter("produce_errors")
+        self.consumed = counter("records_consumed")
+        self.lost = counter("records_lost")
+        self.duplicated = counter("records_duplicated")
+        self.out_of_order = counter("records_out_of_order")
+        self.late = counter("records_late")
+        self.produce_latency = histogram("produce_latency_seconds")
+        self.e2e_latency = histogram("end_to_end_latency_seconds")
+        self.commit_latency = histogram("commit_latency_seconds")
+        self.commit_attempts = counter("commit_attempts")
+        self.commit_errors = counter("commit_errors")
         self._per_partition = [
             self.attempts, self.acks, self.errors, self.consumed, self.lost, self.duplicated,
             self.out_of_order, self.late,
@@ -108,16 +103,9 @@ class CanaryMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         for obj in self._objects:
             yield from obj.collect()
-        labels = [self.scope, "partition"]
-        produce = GaugeMetricFamily(f"{self.prefix}_produce_availability",
-                                    "Acknowledged / (acknowledged + failed) over the window.",
-                                    labels=labels)
-        consume = GaugeMetricFamily(f"{self.prefix}_consume_availability",
-                                    "Consumed / (consumed + lost) over the window.",
-                                    labels=labels)
-        covered = GaugeMetricFamily(f"{self.prefix}_broker_covered",
-                                    "1 when the broker leads a canary partition.",
-                                    labels=[self.scope, "broker"])
+        produce = catalogue.gauge(f"{self.prefix}_produce_availability")
+        consume = catalogue.gauge(f"{self.prefix}_consume_availability")
+        covered = catalogue.gauge(f"{self.prefix}_broker_covered")
         for probe in self.probes:
             snap = probe.snapshot()
             for part in snap["partitions"]:

@@ -26,10 +26,11 @@ from aiohttp import web
 from monitor.config import effective_config
 from monitor.evaluate.job import ClusterEvaluation
 from monitor.ingest.canary.probe import CanaryProbe
-from monitor.ingest.mirror import MirrorCollector, mirror_view
+from monitor.ingest.mirror import MirrorCollector
 from monitor.model.observations import ClusterMetadata, OffsetsDeleted
 from monitor.model.status_json import notfound_json, status_json
 from monitor.serve.http.envelope import SERVICE_KEY, Served, envelope, reply
+from monitor.serve.probe_views import mirror_view
 
 _MAX_NAME = 255
 _BAD_NAME = re.compile(r"[\x00-\x1f\x7f]")

@@ -34,11 +34,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from monitor.config import MonitorConfig
 from monitor.evaluate.cluster_health import STATUS_LEVEL, ClusterHealth, HealthThresholds, assess
+from monitor.model import metric_catalogue as catalogue
 from monitor.model.jmx_metrics import CATALOGUE
 from monitor.store.store import Store
 
@@ -77,50 +78,22 @@ class HealthMetrics(Collector):
 
 def health_metric_families(healths: Iterable[ClusterHealth]) -> list[Metric]:
     """Metric families for the given assessments (one sample per cluster/broker)."""
-    cb = ["cluster", "broker"]
-    catalogue = {
-        m.name: (
-            CounterMetricFamily(f"kafka_broker_{m.name}", m.help, labels=cb)
-            if m.kind == "counter"
-            else GaugeMetricFamily(f"kafka_broker_{m.name}", m.help, labels=cb)
-        )
-        for m in CATALOGUE
-    }
-    other = GaugeMetricFamily("kafka_broker_jmx_value", "A configured MBean attribute.",
-                              labels=[*cb, "mbean", "attribute"])
-    up = GaugeMetricFamily("kafka_monitor_broker_jmx_up",
-                           "1 when the broker's last JMX scrape answered.", labels=cb)
-    duration = GaugeMetricFamily("kafka_monitor_broker_jmx_scrape_duration_seconds",
-                                 "How long the broker's last JMX scrape took.", labels=cb)
-    last_ok = GaugeMetricFamily("kafka_monitor_broker_jmx_last_success_timestamp_seconds",
-                                "When the broker's JMX last answered.", labels=cb)
-    in_md = GaugeMetricFamily("kafka_monitor_broker_in_metadata",
-                              "1 when a known broker is in the cluster's metadata.", labels=cb)
-    replicas = GaugeMetricFamily("kafka_monitor_broker_replicas",
-                                 "Partition replicas assigned to the broker (metadata).",
-                                 labels=cb)
-    leaders = GaugeMetricFamily("kafka_monitor_broker_leaders",
-                                "Partitions the broker leads (metadata).", labels=cb)
-    suspect = GaugeMetricFamily("kafka_monitor_broker_suspect",
-                                "1 on the broker missing from every under-replicated "
-                                "partition's ISR.", labels=cb)
-    c = ["cluster"]
-    status = GaugeMetricFamily("kafka_monitor_cluster_status",
-                               "Cluster status: 0 OK, 1 WARN, 2 ERR.", labels=c)
-    urp = GaugeMetricFamily("kafka_monitor_cluster_under_replicated_partitions",
-                            "Partitions whose ISR lacks an assigned replica (metadata).",
-                            labels=c)
-    offline = GaugeMetricFamily("kafka_monitor_cluster_offline_partitions",
-                                "Partitions without a leader (metadata).", labels=c)
-    moved = GaugeMetricFamily("kafka_monitor_cluster_non_preferred_leaders",
-                              "Partitions not led by their preferred replica.", labels=c)
-    rskew = GaugeMetricFamily("kafka_monitor_cluster_replica_skew",
-                              "Replicas per live broker, max/mean - 1.", labels=c)
-    lskew = GaugeMetricFamily("kafka_monitor_cluster_leader_skew",
-                              "Leaders per live broker, max/mean - 1.", labels=c)
-    controllers = GaugeMetricFamily("kafka_monitor_cluster_active_controllers",
-                                    "ActiveControllerCount summed over brokers answering JMX.",
-                                    labels=c)
+    jmx = {m.name: catalogue.family(f"kafka_broker_{m.name}") for m in CATALOGUE}
+    other = catalogue.gauge("kafka_broker_jmx_value")
+    up = catalogue.gauge("kafka_monitor_broker_jmx_up")
+    duration = catalogue.gauge("kafka_monitor_broker_jmx_scrape_duration_seconds")
+    last_ok = catalogue.gauge("kafka_monitor_broker_jmx_last_success_timestamp_seconds")
+    in_md = catalogue.gauge("kafka_monitor_broker_in_metadata")
+    replicas = catalogue.gauge("kafka_monitor_broker_replicas")
+    leaders = catalogue.gauge("kafka_monitor_broker_leaders")
+    suspect = catalogue.gauge("kafka_monitor_broker_suspect")
+    status = catalogue.gauge("kafka_monitor_cluster_status")
+    urp = catalogue.gauge("kafka_monitor_cluster_under_replicated_partitions")
+    offline = catalogue.gauge("kafka_monitor_cluster_offline_partitions")
+    moved = catalogue.gauge("kafka_monitor_cluster_non_preferred_leaders")
+    rskew = catalogue.gauge("kafka_monitor_cluster_replica_skew")
+    lskew = catalogue.gauge("kafka_monitor_cluster_leader_skew")
+    controllers = catalogue.gauge("kafka_monitor_cluster_active_controllers")
     for health in healths:
         name = health.cluster
         status.add_metric([name], STATUS_LEVEL[health.status])
@@ -136,7 +109,7 @@ def health_metric_families(healths: Iterable[ClusterHealth]) -> list[Metric]:
                 for m in CATALOGUE:
                     value = broker.get(m)
                     if value is not None:
-                        catalogue[m.name].add_metric(labels, value)
+                        jmx[m.name].add_metric(labels, value)
                 for (mbean, attribute), value in broker.values.items():
                     if (mbean, attribute) not in _CATALOGUED and mbean != "java.lang:type=Runtime":
                         other.add_metric([*labels, mbean, attribute], value)
@@ -154,5 +127,5 @@ def health_metric_families(healths: Iterable[ClusterHealth]) -> list[Metric]:
                 replicas.add_metric(labels, d.replicas_per_broker[broker_id])
                 leaders.add_metric(labels, d.leaders_per_broker[broker_id])
                 suspect.add_metric(labels, 1 if broker_id == d.suspect_broker else 0)
-    return [*catalogue.values(), other, up, duration, last_ok, in_md, replicas, leaders, suspect,
+    return [*jmx.values(), other, up, duration, last_ok, in_md, replicas, leaders, suspect,
             status, urp, offline, moved, rskew, lskew, controllers]

@@ -106,14 +106,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from monitor.config import ExporterConfig
 from monitor.evaluate.job import ClusterEvaluation, Evaluator
 from monitor.ingest.base import Collector as MonitorCollector
-from monitor.ingest.offsets_topic import OffsetsTopicCollector
-from monitor.ingest.pipeline_statuses import PipelineStatusesCollector
+from monitor.model import metric_catalogue as catalogue
 from monitor.model.observations import GroupMembership
 from monitor.model.verdicts import GroupStatus
 from monitor.rules import Status
@@ -127,49 +126,14 @@ _CODES = {**{s.name: int(s) for s in Status}, "ERR": int(Status.STOP)}  # ERR: B
 def _status_code(g: GroupStatus | None) -> int:
     return _OK if g is None else _CODES.get(g.status, _OK)
 
-# Families rendered per cluster as text (name, help), in exposition order.
-_PARTITION_FAMILIES = [
-    ("kafka_consumergroup_group_offset",
-     "Committed offset of the group on the partition (newest commit in the window)."),
-    ("kafka_consumergroup_group_lag", "Log-end offset minus committed offset (0 caught up)."),
-    ("kafka_consumergroup_group_lag_seconds",
-     "Seconds since the log end was at the committed offset (0 caught up; never NaN)."),
-    ("kafka_monitor_partition_status",
-     "Partition status: 0 NOTFOUND, 1 OK, 2 WARN, 3 REWIND, 4 STALL, 5 STOP."),
-]
-_OWNER_FAMILIES = [
-    ("kafka_monitor_partition_owner_info",
-     "The member that owns the partition, in its labels (value 1; groups with live members)."),
-]
-_GROUP_TOPIC_FAMILIES = [
-    ("kafka_consumergroup_group_topic_sum_lag", "Lag in offsets summed over the topic."),
-    ("kafka_consumergroup_group_topic_max_lag_seconds",
-     "Largest lag in seconds among the topic's partitions."),
-    ("kafka_monitor_group_topic_status", "Worst partition status of the topic (codes as "
-     "kafka_monitor_group_status)."),
-]
-_GROUP_FAMILIES = [
-    ("kafka_monitor_group_status",
-     "Group status: 0 NOTFOUND, 1 OK, 2 WARN, 3 REWIND, 4 STALL, 5 STOP (worst partition)."),
-    ("kafka_monitor_group_status_state", "1 for the group's status, 0 for the others."),
-    ("kafka_consumergroup_group_sum_lag", "Lag in offsets summed over the group's partitions."),
-    ("kafka_consumergroup_group_max_lag", "Largest lag in offsets among the partitions."),
-    ("kafka_consumergroup_group_max_lag_seconds",
-     "Largest lag in seconds among the partitions (never NaN)."),
-    ("kafka_consumergroup_members", "Members of the group (0 when empty or unknown)."),
-    ("kafka_monitor_group_stale",
-     "1 when the group's offsets are not current: last verdict held, clocks stopped."),
-    ("kafka_monitor_group_info", "Kafka's group state in the state label (value 1)."),
-]
-_TOPIC_PARTITION_FAMILIES = [
-    ("kafka_topic_partition_current_offset", "Log-end offset (high watermark) of the partition."),
-    ("kafka_topic_partition_oldest_offset", "Log-start offset of the partition."),
-]
-_TOPIC_FAMILIES = [
-    ("kafka_topic_current_offset_sum", "Log-end offsets summed over the topic's partitions."),
-    ("kafka_topic_oldest_offset_sum", "Log-start offsets summed over the topic's partitions."),
-    ("kafka_topic_partitions", "Partitions of the topic with known offsets."),
-]
+# Families rendered per cluster as text, in exposition order (names, kinds, help and labels
+# are the catalogue's).
+_PARTITION_FAMILIES = [(f.name, f.help) for f in catalogue.PARTITION_FAMILIES]
+_OWNER_FAMILIES = [(f.name, f.help) for f in catalogue.OWNER_FAMILIES]
+_GROUP_TOPIC_FAMILIES = [(f.name, f.help) for f in catalogue.GROUP_TOPIC_FAMILIES]
+_GROUP_FAMILIES = [(f.name, f.help) for f in catalogue.GROUP_FAMILIES]
+_TOPIC_PARTITION_FAMILIES = [(f.name, f.help) for f in catalogue.TOPIC_PARTITION_FAMILIES]
+_TOPIC_FAMILIES = [(f.name, f.help) for f in catalogue.TOPIC_FAMILIES]
 
 
 def rendered_family_names(partition_series: bool) -> list[tuple[str, str]]:
@@ -452,70 +416,31 @@ class LagExporter(Collector):
             return current
 
     def _monitor_families(self, rendered: Sequence[RenderedCluster]) -> Iterator[Metric]:
-        c = ["cluster"]
-        evaluated = GaugeMetricFamily("kafka_monitor_evaluation_timestamp_seconds",
-                                      "When the exported results were evaluated.", labels=c)
-        duration = GaugeMetricFamily("kafka_monitor_evaluation_duration_seconds",
-                                     "How long the cluster's evaluation took.", labels=c)
-        render = GaugeMetricFamily("kafka_monitor_exporter_render_duration_seconds",
-                                   "How long rendering these metrics from it took.", labels=c)
+        evaluated = catalogue.gauge("kafka_monitor_evaluation_timestamp_seconds")
+        duration = catalogue.gauge("kafka_monitor_evaluation_duration_seconds")
+        render = catalogue.gauge("kafka_monitor_exporter_render_duration_seconds")
         for r in rendered:
             ev = r.evaluation
             evaluated.add_metric([ev.cluster], ev.evaluated_at)
             duration.add_metric([ev.cluster], ev.duration)
             render.add_metric([ev.cluster], r.seconds)
         yield from (evaluated, duration, render)
-        yield CounterMetricFamily("kafka_monitor_evaluation_rounds",
-                                  "Evaluation rounds run.", value=self._evaluator.rounds)
-        yield CounterMetricFamily("kafka_monitor_groups_expired",
-                                  "Groups forgotten after expire_group without a commit.",
-                                  value=self._evaluator.expired_total)
+        yield catalogue.counter("kafka_monitor_evaluation_rounds", self._evaluator.rounds)
+        yield catalogue.counter("kafka_monitor_groups_expired", self._evaluator.expired_total)
         yield from collector_families(self._collectors)
 
 
 def collector_families(collectors: Iterable[MonitorCollector]) -> list[Metric]:
-    """Every collector's health, and the offsets-topic readers' decoder counters."""
-    cc = ["cluster", "collector"]
-    last_ok = GaugeMetricFamily("kafka_monitor_collector_last_success_timestamp_seconds",
-                                "When the collector last completed a round.", labels=cc)
-    last_dur = GaugeMetricFamily("kafka_monitor_collector_last_duration_seconds",
-                                 "How long the collector's last round took.", labels=cc)
-    consecutive = GaugeMetricFamily("kafka_monitor_collector_consecutive_errors",
-                                    "Failed rounds since the last success.", labels=cc)
-    ready = GaugeMetricFamily("kafka_monitor_collector_ready",
-                              "1 when the collector's data can be served.", labels=cc)
-    runs = CounterMetricFamily("kafka_monitor_collector_runs", "Collector rounds run.",
-                               labels=cc)
-    errors = CounterMetricFamily("kafka_monitor_collector_errors", "Collector rounds failed.",
-                                 labels=cc)
-    c = ["cluster"]
-    prefix = "kafka_monitor_offsets_topic"
-    records = CounterMetricFamily(f"{prefix}_records",
-                                  "__consumer_offsets records decoded.", labels=c)
-    skipped = CounterMetricFamily(f"{prefix}_records_skipped",
-                                  "__consumer_offsets records skipped, by reason.",
-                                  labels=[*c, "reason"])
-    stored = CounterMetricFamily(f"{prefix}_commits_stored", "Commits handed to the store.",
-                                 labels=c)
-    filtered = CounterMetricFamily(f"{prefix}_commits_filtered",
-                                   "Commits dropped by the group or topic filter.", labels=c)
-    events = CounterMetricFamily(f"{prefix}_events", "Group events handed to the store.",
-                                 labels=[*c, "kind"])
-    consume = CounterMetricFamily(f"{prefix}_consume_errors", "Consume errors, by error.",
-                                  labels=[*c, "error"])
-    handler = CounterMetricFamily(f"{prefix}_handler_errors",
-                                  "Batches whose handling raised (a bug; the reader goes on).",
-                                  labels=c)
-    restarts = CounterMetricFamily(f"{prefix}_reader_restarts", "Reader thread restarts.",
-                                   labels=c)
-    published = "kafka_monitor_pipeline_statuses"
-    p_records = CounterMetricFamily(f"{published}_records",
-                                    "Records read from the Spark stream's statuses topic.",
-                                    labels=c)
-    p_skipped = CounterMetricFamily(
-        f"{published}_records_skipped",
-        "Statuses-topic records left out, by reason (key, value: undecodable; other_cluster, "
-        "filtered: not this cluster's or not an allowed group).", labels=[*c, "reason"])
+    """Every collector's health, and the counters collectors report about themselves
+    (:meth:`~monitor.ingest.base.Collector.counters`: the offsets-topic readers' decoder
+    counts, the statuses-topic readers' record counts)."""
+    last_ok = catalogue.gauge("kafka_monitor_collector_last_success_timestamp_seconds")
+    last_dur = catalogue.gauge("kafka_monitor_collector_last_duration_seconds")
+    consecutive = catalogue.gauge("kafka_monitor_collector_consecutive_errors")
+    ready = catalogue.gauge("kafka_monitor_collector_ready")
+    runs = catalogue.counter("kafka_monitor_collector_runs")
+    errors = catalogue.counter("kafka_monitor_collector_errors")
+    own = {f.name: catalogue.counter(f.name) for f in catalogue.COLLECTOR_COUNTERS}
     for col in collectors:
         h = col.health
         labels = [col.cluster, col.kind]
@@ -527,24 +452,6 @@ def collector_families(collectors: Iterable[MonitorCollector]) -> list[Metric]:
         ready.add_metric(labels, 1 if col.ready else 0)
         runs.add_metric(labels, h.runs)
         errors.add_metric(labels, h.errors)
-        if isinstance(col, OffsetsTopicCollector):
-            s = col.stats
-            k = [col.cluster]
-            records.add_metric(k, s.decoder.records)
-            for reason, n in sorted(s.decoder.skipped_by_reason.items()):
-                skipped.add_metric([*k, reason], n)
-            stored.add_metric(k, s.commits_stored)
-            filtered.add_metric(k, s.commits_filtered)
-            for kind, n in sorted(s.events_applied.items()):
-                events.add_metric([*k, kind], n)
-            for error, n in sorted(s.consume_errors.items()):
-                consume.add_metric([*k, error], n)
-            handler.add_metric(k, s.handler_errors)
-            restarts.add_metric(k, s.reader_restarts)
-        if isinstance(col, PipelineStatusesCollector):
-            p_records.add_metric([col.cluster], col.records)
-            for reason, n in sorted(col.skipped.items()):
-                p_skipped.add_metric([col.cluster, reason], n)
-    return [last_ok, last_dur, consecutive, ready, runs, errors,
-            records, skipped, stored, filtered, events, consume, handler, restarts,
-            p_records, p_skipped]
+        for reading in col.counters():
+            own[reading.family].add_metric(list(reading.labels), reading.value)
+    return [last_ok, last_dur, consecutive, ready, runs, errors, *own.values()]
