@@ -72,6 +72,19 @@ class RoundArrays:
     group_lag: npt.NDArray[np.float64]
 
 
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """Every group of a round in columns: what an overview lists and the recorder stores."""
+
+    group: list[str]
+    status: list[str]
+    lag_seconds: list[float]
+    totallag: list[int]
+    partitions: list[int]
+    members: list[int]
+    stale: list[bool]
+
+
 class ClusterEvaluation:
     """One round's results for one cluster: arrays for bulk readers (Prometheus), and
     :meth:`group` for per-group views, built on first use and cached. ``data`` is the store's
@@ -143,6 +156,41 @@ class ClusterEvaluation:
         built = self._build(name)
         with self._lock:
             return self._cache.setdefault(name, built)
+
+    def summary(self) -> GroupSummary:
+        """Every group this round reports, one entry per column, from the round's arrays (no
+        :class:`GroupStatus` per group, so an overview of 100,000 groups stays cheap). Groups
+        outside the arrays (membership only, or published verdicts) come from :meth:`group`.
+        Stale and member figures are the API's."""
+        out = GroupSummary([], [], [], [], [], [], [])
+        index: dict[str, int] = {}
+        if self.data is not None and self.groups is not None \
+                and self.group_lag_seconds is not None:
+            names = list(self.data.group_names)
+            index = {n: i for i, n in enumerate(names)}
+            status = self.groups.status_names()
+            secs = np.round(np.nan_to_num(self.group_lag_seconds), 3).tolist()
+            total = self.groups.totallag.tolist()
+            parts = self.groups.partition_count.tolist()
+        for name in self.group_names():
+            i = index.get(name)
+            if i is not None and name not in self._forgotten:
+                word, lag, tot, n = status[i], secs[i], total[i], parts[i]
+            else:
+                g = self.group(name)
+                if g is None:
+                    continue
+                word, lag, tot, n = g.status, g.lag_seconds, g.totallag, g.partition_count
+            state = self.states.get(name)
+            m = state.membership if state is not None else None
+            out.group.append(name)
+            out.status.append(word)
+            out.lag_seconds.append(lag)
+            out.totallag.append(tot)
+            out.partitions.append(n)
+            out.members.append(len(m.members) if m is not None else 0)
+            out.stale.append(name in self.stale_groups)
+        return out
 
     def status_counts(self) -> dict[str, int]:
         """Groups per status word (the group status as reported)."""

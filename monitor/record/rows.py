@@ -18,7 +18,7 @@ freshness) and ``fresh`` (the stream has read everything up to ``observed_at``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -122,64 +122,11 @@ class RowBuilder:
 
     def add(self, run: int, seq: int, obs: object) -> None:
         """Append ``obs`` (any observation the store takes, or a canary snapshot / mark)."""
-        if isinstance(obs, CommitBatch):
-            self._rows(
-                obs.cluster, run, seq, "commits", obs.observed_at, len(obs.offsets),
-                group=obs.groups, topic=obs.topics, partition=obs.partitions,
-                offset=obs.offsets, commit_time=obs.commit_times, order=obs.orders,
-                source=obs.source,
-            )
-        elif isinstance(obs, BrokerOffsets):
-            failed = list(obs.failed.items())
-            n = len(obs.log_end) + len(failed)
-            self._rows(
-                obs.cluster, run, seq, "log_ends", obs.observed_at, n,
-                topic=obs.topics + [tp[0] for tp, _ in failed],
-                partition=obs.partitions + [tp[1] for tp, _ in failed],
-                offset=obs.log_end + [None] * len(failed),
-                log_start=obs.log_start + [None] * len(failed),
-                error=[None] * len(obs.log_end) + [e for _, e in failed],
-            )
-        elif isinstance(obs, GroupMembership):
-            payload: dict[str, Any] = {
-                "state": obs.state, "protocol_type": obs.protocol_type, "protocol": obs.protocol,
-                "generation": obs.generation,
-                "members": [
-                    [m.member_id, m.client_id, m.host, [list(a) for a in m.assignment],
-                     m.instance_id]
-                    for m in obs.members
-                ],
-            }
-            self._rows(obs.cluster, run, seq, "membership", obs.observed_at, 1,
-                       group=obs.group, source=obs.source,
-                       payload=json.dumps(payload, separators=(",", ":")))
-        elif isinstance(obs, ClusterMetadata):
-            payload = {
-                "brokers": obs.brokers, "controller": obs.controller_id,
-                "topics": {t: len(parts) for t, parts in obs.topics.items()},
-            }
-            self._rows(obs.cluster, run, seq, "metadata", obs.observed_at, 1,
-                       payload=json.dumps(payload, separators=(",", ":")))
-        elif isinstance(obs, GroupDeleted):
-            self._rows(obs.cluster, run, seq, "group_deleted", obs.observed_at, 1,
-                       group=obs.group)
-        elif isinstance(obs, OffsetsDeleted):
-            self._rows(obs.cluster, run, seq, "offsets_deleted", obs.observed_at, 1,
-                       group=obs.group, topic=obs.topic, partition=obs.partition)
-        elif isinstance(obs, GroupFetchFailed):
-            self._rows(obs.cluster, run, seq, "fetch_failed", obs.observed_at, 1,
-                       group=obs.group, error=obs.error)
-        elif isinstance(obs, GroupRemoved):
-            # When an operator deleted it is not known here: at the next observation's time.
-            self._rows(obs.cluster, run, seq, "group_removed", float("nan"), 1, group=obs.group)
-        elif isinstance(obs, CanarySnapshot):
-            self._rows(obs.cluster, run, seq, "canary", obs.observed_at, 1, group=obs.probe,
-                       payload=json.dumps(obs.figures, separators=(",", ":"), default=str))
-        elif isinstance(obs, ClockMark):
-            mark = None if obs.fresh_at is None else json.dumps({"fresh_at": obs.fresh_at})
-            self._rows(obs.cluster, run, seq, obs.kind, obs.at, 1, payload=mark)
-        else:
+        codec = _BY_TYPE.get(type(obs))
+        if codec is None:
             raise TypeError(f"not an observation: {type(obs).__name__}")
+        kind, cluster, at, n, columns = codec.encode(obs)
+        self._rows(cluster, run, seq, kind, at, n, **columns)
 
     def to_arrow(self, with_cluster: bool = True) -> Any:
         import pyarrow as pa
@@ -192,12 +139,10 @@ class RowBuilder:
 
 
 def row_count(obs: object) -> int:
-    """How many rows :meth:`RowBuilder.add` writes for ``obs`` (the recorder's buffer bound)."""
-    if isinstance(obs, CommitBatch):
-        return len(obs.offsets)
-    if isinstance(obs, BrokerOffsets):
-        return len(obs.log_end) + len(obs.failed)
-    return 1
+    """How many rows :meth:`RowBuilder.add` writes for ``obs`` (the recorder's buffer bound),
+    without encoding it."""
+    codec = _BY_TYPE.get(type(obs))
+    return 1 if codec is None or codec.rows is None else codec.rows(obs)
 
 
 # ------------------------------------------------------------------------------- decoding
@@ -254,61 +199,208 @@ def events(frame: Any) -> Iterator[Event]:
 
 
 def _decode(kind: str, cluster: str, at: float, c: dict[str, Any], lo: int, hi: int) -> object:
-    def col(name: str) -> list[Any]:
-        return c[name][lo:hi].tolist()
+    codec = _BY_KIND.get(kind)
+    if codec is None or codec.decode is None:
+        return None  # canary snapshots and unknown kinds are not replayed
+    return codec.decode(_Slice(kind, cluster, at, c, lo, hi))
 
-    if kind == "commits":
-        times = _ints(col("commit_time"))
-        return CommitBatch(
-            cluster, c["source"][lo], at, col("group"), col("topic"),
-            [int(p) for p in col("partition")], [int(o) for o in col("offset")], times,
-            [int(o) for o in col("order")],
-        )
-    if kind == "log_ends":
-        err = [_opt(e) for e in col("error")]
-        ok = [e is None for e in err]
-        topics, parts = col("topic"), [int(p) for p in col("partition")]
-        ends, starts = col("offset"), col("log_start")
-        return BrokerOffsets(
-            cluster, at,
-            [t for t, k in zip(topics, ok, strict=True) if k],
-            [p for p, k in zip(parts, ok, strict=True) if k],
-            [int(s) for s, k in zip(starts, ok, strict=True) if k],
-            [int(e) for e, k in zip(ends, ok, strict=True) if k],
-            {(t, p): e for t, p, e in zip(topics, parts, err, strict=True) if e is not None},
-        )
-    if kind in ("round", "fresh"):
-        payload = _opt(c["payload"][lo])
-        fresh = json.loads(payload).get("fresh_at") if payload else None
-        return ClockMark(cluster, kind, at, fresh)
-    group = str(c["group"][lo])
-    if kind == "membership":
-        p = json.loads(c["payload"][lo])
-        members = tuple(
-            GroupMember(m[0], m[1], m[2], tuple((t, int(n)) for t, n in m[3]), m[4])
-            for m in p["members"]
-        )
-        return GroupMembership(
-            cluster, group, c["source"][lo], at, p["state"], p["protocol_type"],
-            p["protocol"], p["generation"], members,
-        )
-    if kind == "metadata":
-        p = json.loads(c["payload"][lo])
-        layout = {
-            t: tuple(PartitionMetadata(i, -1, (), ()) for i in range(n))
-            for t, n in p["topics"].items()
-        }
-        brokers = {int(b): h for b, h in p["brokers"].items()}
-        return ClusterMetadata(cluster, at, brokers, int(p["controller"]), layout)
-    if kind == "group_deleted":
-        return GroupDeleted(cluster, group, at)
-    if kind == "offsets_deleted":
-        return OffsetsDeleted(cluster, group, str(c["topic"][lo]), int(c["partition"][lo]), at)
-    if kind == "fetch_failed":
-        return GroupFetchFailed(cluster, group, str(c["error"][lo]), at)
-    if kind == "group_removed":
-        return GroupRemoved(cluster, group)
-    return None  # canary snapshots and unknown kinds are not replayed
+
+@dataclass(frozen=True, slots=True)
+class _Slice:
+    """The rows of one observation, as its decoder reads them."""
+
+    kind: str
+    cluster: str
+    at: float
+    c: dict[str, Any]
+    lo: int
+    hi: int
+
+    def col(self, name: str) -> list[Any]:
+        return self.c[name][self.lo:self.hi].tolist()  # type: ignore[no-any-return]
+
+    def first(self, name: str) -> Any:
+        return self.c[name][self.lo]
+
+    @property
+    def group(self) -> str:
+        return str(self.c["group"][self.lo])
+
+    def payload(self) -> Any:
+        return json.loads(self.c["payload"][self.lo])
+
+
+# ------------------------------------------------------------------- one codec per type
+# Each observation type's rows, written and read side by side: a new observation is one
+# pair here and one line in CODECS.
+
+Columns = dict[str, Any]
+Encoded = tuple[str, str, float, int, Columns]  # kind, cluster, observed_at, rows, columns
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _encode_commits(o: CommitBatch) -> Encoded:
+    return "commits", o.cluster, o.observed_at, len(o.offsets), dict(
+        group=o.groups, topic=o.topics, partition=o.partitions, offset=o.offsets,
+        commit_time=o.commit_times, order=o.orders, source=o.source,
+    )
+
+
+def _decode_commits(r: _Slice) -> CommitBatch:
+    return CommitBatch(
+        r.cluster, r.first("source"), r.at, r.col("group"), r.col("topic"),
+        [int(p) for p in r.col("partition")], [int(o) for o in r.col("offset")],
+        _ints(r.col("commit_time")), [int(o) for o in r.col("order")],
+    )
+
+
+def _encode_log_ends(o: BrokerOffsets) -> Encoded:
+    failed = list(o.failed.items())
+    return "log_ends", o.cluster, o.observed_at, len(o.log_end) + len(failed), dict(
+        topic=o.topics + [tp[0] for tp, _ in failed],
+        partition=o.partitions + [tp[1] for tp, _ in failed],
+        offset=o.log_end + [None] * len(failed),
+        log_start=o.log_start + [None] * len(failed),
+        error=[None] * len(o.log_end) + [e for _, e in failed],
+    )
+
+
+def _decode_log_ends(r: _Slice) -> BrokerOffsets:
+    err = [_opt(e) for e in r.col("error")]
+    ok = [e is None for e in err]
+    topics, parts = r.col("topic"), [int(p) for p in r.col("partition")]
+    ends, starts = r.col("offset"), r.col("log_start")
+    return BrokerOffsets(
+        r.cluster, r.at,
+        [t for t, k in zip(topics, ok, strict=True) if k],
+        [p for p, k in zip(parts, ok, strict=True) if k],
+        [int(s) for s, k in zip(starts, ok, strict=True) if k],
+        [int(e) for e, k in zip(ends, ok, strict=True) if k],
+        {(t, p): e for t, p, e in zip(topics, parts, err, strict=True) if e is not None},
+    )
+
+
+def _encode_membership(o: GroupMembership) -> Encoded:
+    payload = {
+        "state": o.state, "protocol_type": o.protocol_type, "protocol": o.protocol,
+        "generation": o.generation,
+        "members": [[m.member_id, m.client_id, m.host, [list(a) for a in m.assignment],
+                     m.instance_id] for m in o.members],
+    }
+    return "membership", o.cluster, o.observed_at, 1, dict(
+        group=o.group, source=o.source, payload=_json(payload)
+    )
+
+
+def _decode_membership(r: _Slice) -> GroupMembership:
+    p = r.payload()
+    members = tuple(
+        GroupMember(m[0], m[1], m[2], tuple((t, int(n)) for t, n in m[3]), m[4])
+        for m in p["members"]
+    )
+    return GroupMembership(r.cluster, r.group, r.first("source"), r.at, p["state"],
+                           p["protocol_type"], p["protocol"], p["generation"], members)
+
+
+def _encode_metadata(o: ClusterMetadata) -> Encoded:
+    payload = {"brokers": o.brokers, "controller": o.controller_id,
+               "topics": {t: len(parts) for t, parts in o.topics.items()}}
+    return "metadata", o.cluster, o.observed_at, 1, dict(payload=_json(payload))
+
+
+def _decode_metadata(r: _Slice) -> ClusterMetadata:
+    """Partition counts only: leaders and replicas are not recorded (the replay's rules do
+    not read them)."""
+    p = r.payload()
+    layout = {t: tuple(PartitionMetadata(i, -1, (), ()) for i in range(n))
+              for t, n in p["topics"].items()}
+    brokers = {int(b): h for b, h in p["brokers"].items()}
+    return ClusterMetadata(r.cluster, r.at, brokers, int(p["controller"]), layout)
+
+
+def _encode_group_deleted(o: GroupDeleted) -> Encoded:
+    return "group_deleted", o.cluster, o.observed_at, 1, dict(group=o.group)
+
+
+def _decode_group_deleted(r: _Slice) -> GroupDeleted:
+    return GroupDeleted(r.cluster, r.group, r.at)
+
+
+def _encode_offsets_deleted(o: OffsetsDeleted) -> Encoded:
+    return "offsets_deleted", o.cluster, o.observed_at, 1, dict(
+        group=o.group, topic=o.topic, partition=o.partition
+    )
+
+
+def _decode_offsets_deleted(r: _Slice) -> OffsetsDeleted:
+    return OffsetsDeleted(r.cluster, r.group, str(r.first("topic")), int(r.first("partition")),
+                          r.at)
+
+
+def _encode_fetch_failed(o: GroupFetchFailed) -> Encoded:
+    return "fetch_failed", o.cluster, o.observed_at, 1, dict(group=o.group, error=o.error)
+
+
+def _decode_fetch_failed(r: _Slice) -> GroupFetchFailed:
+    return GroupFetchFailed(r.cluster, r.group, str(r.first("error")), r.at)
+
+
+def _encode_group_removed(o: GroupRemoved) -> Encoded:
+    # When an operator deleted it is not known here: at the next observation's time.
+    return "group_removed", o.cluster, float("nan"), 1, dict(group=o.group)
+
+
+def _decode_group_removed(r: _Slice) -> GroupRemoved:
+    return GroupRemoved(r.cluster, r.group)
+
+
+def _encode_canary(o: CanarySnapshot) -> Encoded:
+    return "canary", o.cluster, o.observed_at, 1, dict(group=o.probe, payload=_json(o.figures))
+
+
+def _encode_mark(o: ClockMark) -> Encoded:
+    mark = None if o.fresh_at is None else json.dumps({"fresh_at": o.fresh_at})
+    return o.kind, o.cluster, o.at, 1, dict(payload=mark)
+
+
+def _decode_mark(r: _Slice) -> ClockMark:
+    payload = _opt(r.first("payload"))
+    fresh = json.loads(payload).get("fresh_at") if payload else None
+    return ClockMark(r.cluster, r.kind, r.at, fresh)
+
+
+@dataclass(frozen=True, slots=True)
+class RowCodec:
+    """How one observation type becomes rows (``encode``) and comes back (``decode``; None:
+    recorded, not replayed)."""
+
+    type: type
+    kinds: tuple[str, ...]
+    encode: Callable[[Any], Encoded]
+    decode: Callable[[_Slice], object] | None
+    rows: Callable[[Any], int] | None = None  # None: one row
+
+
+CODECS: tuple[RowCodec, ...] = (
+    RowCodec(CommitBatch, ("commits",), _encode_commits, _decode_commits,
+             lambda o: len(o.offsets)),
+    RowCodec(BrokerOffsets, ("log_ends",), _encode_log_ends, _decode_log_ends,
+             lambda o: len(o.log_end) + len(o.failed)),
+    RowCodec(GroupMembership, ("membership",), _encode_membership, _decode_membership),
+    RowCodec(ClusterMetadata, ("metadata",), _encode_metadata, _decode_metadata),
+    RowCodec(GroupDeleted, ("group_deleted",), _encode_group_deleted, _decode_group_deleted),
+    RowCodec(OffsetsDeleted, ("offsets_deleted",), _encode_offsets_deleted,
+             _decode_offsets_deleted),
+    RowCodec(GroupFetchFailed, ("fetch_failed",), _encode_fetch_failed, _decode_fetch_failed),
+    RowCodec(GroupRemoved, ("group_removed",), _encode_group_removed, _decode_group_removed),
+    RowCodec(CanarySnapshot, ("canary",), _encode_canary, None),
+    RowCodec(ClockMark, ("round", "fresh"), _encode_mark, _decode_mark),
+)
+_BY_TYPE = {codec.type: codec for codec in CODECS}
+_BY_KIND = {kind: codec for codec in CODECS for kind in codec.kinds}
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -328,30 +420,16 @@ Verdicts = dict[str, list[Any]]
 
 def verdicts(ev: ClusterEvaluation) -> Verdicts:
     """Every group's status, lag in seconds (its worst partition's), total lag and partition
-    count from one round's arrays (no per-group object). Groups known only by membership are
-    OK with no partitions, as the API reports them. The recorder stores the service's
-    verdicts with this, the replay its own: one definition of "the status"."""
-    names: list[str] = []
-    status: list[str] = []
-    lag: list[float] = []
-    total: list[int] = []
-    parts: list[int] = []
-    if ev.data is not None and ev.groups is not None and ev.group_lag_seconds is not None:
-        names = list(ev.data.group_names)
-        status = ev.groups.status_names()
-        lag = np.round(ev.group_lag_seconds, 3).tolist()
-        total = ev.groups.totallag.tolist()
-        parts = ev.groups.partition_count.tolist()
-    extra = sorted(set(ev.states).difference(names))
-    names += extra
-    status += ["OK"] * len(extra)
-    lag += [0.0] * len(extra)
-    total += [0] * len(extra)
-    parts += [0] * len(extra)
-    n = len(names)
+    count, from the round's summary (:meth:`ClusterEvaluation.summary`: no per-group object).
+    Groups known only by membership are OK with no partitions, as the API reports them. The
+    recorder stores the service's verdicts with this, the replay its own: one definition of
+    "the status"."""
+    s = ev.summary()
+    n = len(s.group)
     return {
-        "cluster": [ev.cluster] * n, "group": names, "evaluated_at": [ev.evaluated_at] * n,
-        "status": status, "lag_seconds": lag, "totallag": total, "partitions": parts,
+        "cluster": [ev.cluster] * n, "group": s.group, "evaluated_at": [ev.evaluated_at] * n,
+        "status": s.status, "lag_seconds": s.lag_seconds, "totallag": s.totallag,
+        "partitions": s.partitions,
     }
 
 
