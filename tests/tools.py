@@ -19,6 +19,8 @@ _HOW = {
     "promtool": "Debian package prometheus (scripts/install-system-deps.sh, run by make setup)",
     "amtool": "Debian package prometheus-alertmanager (scripts/install-system-deps.sh, run by "
               "make setup)",
+    "chromium-headless-shell": "Debian package chromium-headless-shell "
+                               "(scripts/install-system-deps.sh, run by make setup)",
 }
 
 

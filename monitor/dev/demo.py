@@ -160,6 +160,7 @@ async def _serve(
     base = f"http://127.0.0.1:{service.http_port}"
     print(
         "\nkafka-monitor demo is running; Ctrl-C stops everything.\n"
+        f"  page       {base}/   (open it in a browser)\n"
         f"  health     {base}/healthz\n"
         f"  readiness  {base}/ready\n"
         f"  status     {base}/v3/kafka/local/consumer/demo-stopped/status\n"

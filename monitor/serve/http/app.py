@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from monitor.serve.http.envelope import SERVICE_KEY, Served, reply
 from monitor.serve.http.v3 import add_v3_routes
 from monitor.serve.metrics.health import cluster_health, thresholds_for
+from monitor.serve.page.routes import add_page_routes
 
 _log = logging.getLogger("monitor.http")
 
@@ -109,4 +110,5 @@ def build_app(service: Served) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/v3/kafka/{cluster}/health", cluster_health_view)
     add_v3_routes(app)
+    add_page_routes(app)
     return app

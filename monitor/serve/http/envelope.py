@@ -13,6 +13,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from monitor.config import MonitorConfig
+from monitor.evaluate.history import LagHistory
 from monitor.evaluate.job import Evaluator
 from monitor.ingest.base import Collector
 from monitor.serve.metrics.lag import LagExporter
@@ -24,8 +25,8 @@ HOSTNAME = socket.gethostname()
 class Served(Protocol):
     """What the handlers may read of the running service (``monitor.service.Service`` is
     one): the configuration, the store and the evaluation's cached results, the collectors'
-    health and probe views, and the metrics to render. Read-only: no handler starts, stops or
-    schedules anything."""
+    health and probe views, the lag history, and the metrics to render. Read-only: no
+    handler starts, stops or schedules anything."""
 
     @property
     def config(self) -> MonitorConfig: ...
@@ -43,6 +44,8 @@ class Served(Protocol):
     def exporter(self) -> LagExporter: ...
     @property
     def started_at(self) -> float: ...
+    @property
+    def history(self) -> LagHistory: ...
 
 
 SERVICE_KEY: web.AppKey[Served] = web.AppKey("service")
