@@ -238,7 +238,7 @@ def test_every_exported_family_matches_the_catalogue(stack: Stack) -> None:
             return list(text_string_to_metric_families(response.read().decode()))
 
     wait_for(lambda: any(f.name == "kafka_mirror_window_source_records" and f.samples
-                         for f in families()), 60, "the mirror's first counted window")
+                         for f in families()), 120, "the mirror's first counted window")
     exported = families()
     assert len(exported) > 80
     wrong = []
@@ -338,3 +338,28 @@ def test_stop_alert_fires_for_the_stopped_group(stack: Stack) -> None:
     assert fired["annotations"]["summary"] == (
         f"Consumer group {stack.stopped} on local is STOP")
     assert stack.healthy not in stop_alerts()
+
+
+def test_canary_and_mirror_pages_show_the_probes_figures(stack: Stack) -> None:
+    """The status page's canary and mirror pages on the probes' real rounds: per broker
+    availability and latency, the mirror's topic lag and its group's verdict."""
+    from tests.test_page import parse
+
+    def page(path: str) -> str:
+        with urllib.request.urlopen(f"{stack.monitor}{path}", timeout=10) as response:
+            assert response.headers.get_content_type() == "text/html"
+            return response.read().decode()
+
+    def canary_rows() -> list[list[str]]:
+        return [r for r in parse(page("/ui/canary"), "brokers").rows[1:] if len(r) == 6]
+
+    rows = wait_for(lambda: canary_rows() or None, 60, "a canary round with brokers")
+    broker, produce, consume, e2e, lost, duplicated = rows[0]
+    assert broker == "0" and produce.endswith("%") and float(produce[:-1]) > 90
+    assert e2e.endswith("ms") and lost.isdigit() and duplicated.isdigit()
+    overview = page("/")
+    assert 'href="/ui/canary"' in overview and 'href="/ui/mirror/loop"' in overview
+    html = page("/ui/mirror/loop")
+    topics = parse(html, "mirror-topics").rows[1:]
+    assert [r[0] for r in topics] == [f"{stack.healthy.removesuffix('-healthy')}-orders"]
+    assert "Mirroring group" in html and stack.healthy in html
