@@ -364,4 +364,7 @@ def test_canary_and_mirror_pages_show_the_probes_figures(stack: Stack) -> None:
     html = page("/ui/mirror/loop")
     topics = parse(html, "mirror-topics").rows[1:]
     assert [r[0] for r in topics] == [f"{stack.healthy.removesuffix('-healthy')}-orders"]
+    lag, lost, duplicated = topics[0][1:]
+    assert lost.isdigit() and duplicated.isdigit()  # counted, whatever the counts are
     assert "Mirroring group" in html and stack.healthy in html
+    assert "Canary records lost" in html  # the mirror's canary (mirrors[].canary, default on)
