@@ -453,9 +453,58 @@ class MirrorConfig(_Model):
     )
 
 
+class HttpTlsConfig(_Model):
+    """TLS for the HTTP server; with ``client_ca_file``, mutual TLS: every client must present
+    a certificate signed by that CA."""
+
+    cert_file: Path
+    key_file: Path
+    key_password: Secret | None = None
+    client_ca_file: Path | None = None
+
+    @field_validator("cert_file", "key_file", "client_ca_file")
+    @classmethod
+    def _exists(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"file not found: {path}")
+        return path
+
+
+class HttpAuthConfig(_Model):
+    """Who may call the HTTP API. Requests that change state (DELETE a group or its topic,
+    POST the log level) always need credentials, and are refused (403) while none are
+    configured; reads (the v3 API and the status page) and ``/metrics`` need them only when
+    asked. ``/healthz`` and ``/ready`` stay open for probes."""
+
+    tokens: list[Secret] = Field(default_factory=list,
+                                 description="bearer tokens (Authorization: Bearer ...)")
+    users: dict[str, Secret] = Field(default_factory=dict,
+                                     description="basic-auth users: name -> password")
+    reads: bool = Field(default=False,
+                        description="the v3 API's reads and the status page need credentials")
+    metrics: bool = Field(default=False, description="/metrics needs credentials")
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.tokens or self.users)
+
+    @model_validator(mode="after")
+    def _credentials(self) -> HttpAuthConfig:
+        for name in ("reads", "metrics"):
+            if getattr(self, name) and not self.configured:
+                raise ValueError(f"{name}: true needs tokens or users to check against")
+        if any(not t.get_secret_value() for t in self.tokens):
+            raise ValueError("tokens: an empty token would let anyone in")
+        if any(not p.get_secret_value() for p in self.users.values()):
+            raise ValueError("users: an empty password would let anyone in")
+        return self
+
+
 class HttpConfig(_Model):
     host: str = "0.0.0.0"
     port: int = Field(default=8000, ge=0, le=65535, description="0 picks a free port")
+    tls: HttpTlsConfig | None = None
+    auth: HttpAuthConfig = Field(default_factory=HttpAuthConfig)
 
 
 class LoggingConfig(_Model):

@@ -29,7 +29,8 @@ from monitor.ingest.offsets_topic import OffsetsTopicCollector
 from monitor.ingest.registry import build_collectors
 from monitor.record.recorder import build_recorder
 from monitor.runtime import enable_crash_traces, tune_gc
-from monitor.serve.http.app import build_app
+from monitor.serve.http.app import build_app, server_ssl_context
+from monitor.serve.http.auth import AuthGuard
 from monitor.serve.metrics.health import HealthMetrics
 from monitor.serve.metrics.lag import LagExporter
 from monitor.serve.metrics.probes import probe_metrics
@@ -123,6 +124,9 @@ class Service:
             self.registry.register(probe_collector)
         self.exporter = LagExporter(self.evaluator, self.store, self.collectors, config.exporter)
         self.registry.register(self.exporter)
+        # Credentials for the HTTP API (http.auth) and the refusals counted.
+        self.http_guard = AuthGuard(config.http.auth)
+        self.registry.register(self.http_guard)
         if self.state is not None:
             self.registry.register(StateMetrics(self.state))
         # Observations and verdicts to Parquet for backtests (``recorder:``, off by default).
@@ -148,7 +152,9 @@ class Service:
             await run_in_daemon_thread(self._evaluate_and_render, name="evaluator")
         self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.http.host, self.config.http.port)
+        tls = self.config.http.tls
+        site = web.TCPSite(self._runner, self.config.http.host, self.config.http.port,
+                           ssl_context=server_ssl_context(tls) if tls is not None else None)
         await site.start()
         self.http_port = int(self._runner.addresses[0][1])
 

@@ -25,6 +25,8 @@ from monitor.serve.http.app import build_app
 from monitor.service import Service
 
 C = "prod"
+TOKEN = "token-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}  # what state-changing requests need
 T0 = 1_800_000_000.0
 TOPIC = "orders"
 
@@ -36,7 +38,7 @@ def make_service() -> Service:
         {
             "clusters": [{"name": C, "bootstrap_servers": ["127.0.0.1:1"]}],
             "evaluator": {"window": 5, "min_distance": "0.1s"},
-            "http": {"host": "127.0.0.1", "port": 0},
+            "http": {"host": "127.0.0.1", "port": 0, "auth": {"tokens": [TOKEN]}},
         }
     )
     service = Service(config, collectors=[])
@@ -180,17 +182,18 @@ def test_lists_topics_and_consumer_detail() -> None:
 
 def test_delete_group_and_group_topic() -> None:
     async def check(service: Service, call: Call) -> None:
-        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/gone/topic/{TOPIC}")
+        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/gone/topic/{TOPIC}",
+                                  headers=AUTH)
         assert status == 200, body
         status, body = await call("GET", f"/v3/kafka/{C}/consumer/gone/lag")
         assert status == 200 and body["status"]["partition_count"] == 0
         assert body["status"]["status"] == "OK"
-        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/ok")
+        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/ok", headers=AUTH)
         assert status == 200
         status, body = await call("GET", f"/v3/kafka/{C}/consumer/ok/status")
         assert status == 404 and body["status"]["status"] == "NOTFOUND"
         assert "ok" not in service.store.groups(C)
-        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/ok")
+        status, body = await call("DELETE", f"/v3/kafka/{C}/consumer/ok", headers=AUTH)
         assert status == 404 and body["error"] is True
 
     run(check)
@@ -205,14 +208,16 @@ def test_config_and_loglevel() -> None:
         assert body["module"]["name"] == C
         status, body = await call("GET", "/v3/config/evaluator")
         assert body["module"]["window"] == 5
-        status, body = await call("POST", "/v3/admin/loglevel", json={"level": "debug"})
+        status, body = await call("POST", "/v3/admin/loglevel", json={"level": "debug"},
+                                  headers=AUTH)
         assert status == 200 and body["level"] == "DEBUG"
         assert (await call("GET", "/v3/admin/loglevel"))[1]["level"] == "DEBUG"
-        status, body = await call("POST", "/v3/admin/loglevel", json={"level": "LOUD"})
+        status, body = await call("POST", "/v3/admin/loglevel", json={"level": "LOUD"},
+                                  headers=AUTH)
         assert status == 400 and body["error"] is True
-        status, body = await call("POST", "/v3/admin/loglevel", data=b"\xff{")
+        status, body = await call("POST", "/v3/admin/loglevel", data=b"\xff{", headers=AUTH)
         assert status == 400 and body["error"] is True
-        await call("POST", "/v3/admin/loglevel", json={"level": "INFO"})
+        await call("POST", "/v3/admin/loglevel", json={"level": "INFO"}, headers=AUTH)
 
     run(check)
 

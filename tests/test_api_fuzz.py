@@ -1,6 +1,7 @@
 """Fuzz the HTTP API from its own OpenAPI document (schemathesis): over a real socket, every
 generated request (odd names, huge names, percent-encoding, wrong bodies) must get an answer
-that the document describes — never a 5xx, never a non-JSON error."""
+that the document describes — never a 5xx, never a non-JSON error. Run with the bearer token
+the document's security schemes describe, and once without credentials."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from schemathesis.checks import (
 
 from monitor.serve.http.app import build_app
 from monitor.serve.http.v3 import openapi_document
-from tests.test_api import TOPIC, C, make_service
+from tests.test_api import AUTH, TOPIC, C, make_service
 
 
 def narrowed(document: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def base_url() -> Iterator[str]:
 @schema.parametrize()
 @SETTINGS
 def test_api_answers_as_documented(case: schemathesis.Case, base_url: str) -> None:
-    case.call_and_validate(base_url=base_url, session=SESSION, checks=CHECKS)
+    case.call_and_validate(base_url=base_url, session=SESSION, checks=CHECKS, headers=AUTH)
 
 
 @schema_known.parametrize()
@@ -96,4 +97,14 @@ def test_api_answers_as_documented(case: schemathesis.Case, base_url: str) -> No
 def test_api_answers_as_documented_for_the_known_cluster(
     case: schemathesis.Case, base_url: str
 ) -> None:
-    case.call_and_validate(base_url=base_url, session=SESSION, checks=CHECKS)
+    case.call_and_validate(base_url=base_url, session=SESSION, checks=CHECKS, headers=AUTH)
+
+
+@schema.parametrize()
+@SETTINGS
+def test_api_answers_as_documented_without_credentials(
+    case: schemathesis.Case, base_url: str
+) -> None:
+    """The same requests with no credentials: state-changing ones get the documented 401."""
+    case.call_and_validate(base_url=base_url, session=SESSION, checks=CHECKS,
+                           headers={"Authorization": ""})

@@ -93,11 +93,40 @@ def test_secure_config_is_accepted_with_its_secrets_provided(
     ca = tmp_path / "ca.crt"
     ca.write_text("test CA")
     data["clusters"][0]["tls"]["ca_file"] = str(ca)
+    for name in ("cert_file", "key_file"):  # the HTTP server's, from the mounted Secret
+        assert data["http"]["tls"][name].startswith("/etc/kafka-monitor/http-tls/")
+        data["http"]["tls"][name] = str(ca)
     monkeypatch.setenv("KAFKA_MONITOR_SASL_PASSWORD", "s3cret")
+    monkeypatch.setenv("KAFKA_MONITOR_API_TOKEN", "t0ken")
     config = parse_config(data, "configmap")
     sasl = config.clusters[0].sasl
     assert sasl is not None and sasl.password is not None
     assert sasl.password.get_secret_value() == "s3cret"
+    assert [t.get_secret_value() for t in config.http.auth.tokens] == ["t0ken"]
+    assert config.http.auth.metrics and config.http.port == 8000
+
+
+def test_api_tls_and_token_reach_the_probes_and_the_service_monitor() -> None:
+    """With http.tls the probes speak HTTPS; the ServiceMonitor scrapes over TLS with the
+    token the service checks; without, plain HTTP and no token."""
+    kinds = by_kind(render("-f", str(SECURE)))
+    (deployment,) = kinds["Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert {"name": "KAFKA_MONITOR_API_TOKEN", "valueFrom": {"secretKeyRef": {
+        "name": "kafka-monitor-api", "key": "token"}}} in container["env"]
+    (monitor,) = kinds["ServiceMonitor"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenSecret"] == {"name": "kafka-monitor-api", "key": "token"}
+    assert endpoint["tlsConfig"]["serverName"] == "kafka-monitor"
+    plain = by_kind(render())
+    (container,) = plain["Deployment"][0]["spec"]["template"]["spec"]["containers"]
+    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
+    (configmap,) = [c for c in plain["ConfigMap"] if "config.yaml" in c["data"]]
+    assert yaml.safe_load(configmap["data"]["config.yaml"])["http"] == {
+        "host": "0.0.0.0", "port": 8000}
 
 
 def test_deployment_probes_security_resources_and_secrets() -> None:
@@ -105,8 +134,11 @@ def test_deployment_probes_security_resources_and_secrets() -> None:
     (deployment,) = kinds["Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    # The secure values serve the API over TLS: the probes speak HTTPS.
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http",
+                                                     "scheme": "HTTPS"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http",
+                                                      "scheme": "HTTPS"}
     (port,) = container["ports"]
     (service,) = kinds["Service"]
     assert port["name"] == "http" and port["containerPort"] == service["spec"]["ports"][0]["port"]
@@ -116,8 +148,12 @@ def test_deployment_probes_security_resources_and_secrets() -> None:
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
-    assert container["env"] == [{"name": "KAFKA_MONITOR_SASL_PASSWORD", "valueFrom": {
-        "secretKeyRef": {"name": "kafka-monitor-sasl", "key": "password"}}}]
+    assert container["env"] == [
+        {"name": "KAFKA_MONITOR_SASL_PASSWORD", "valueFrom": {
+            "secretKeyRef": {"name": "kafka-monitor-sasl", "key": "password"}}},
+        {"name": "KAFKA_MONITOR_API_TOKEN", "valueFrom": {
+            "secretKeyRef": {"name": "kafka-monitor-api", "key": "token"}}},
+    ]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert mounts["kafka-tls"]["mountPath"] == "/etc/kafka-monitor/tls"

@@ -163,6 +163,11 @@ COLLECTOR_COUNTERS = (
        "Statuses-topic records left out, by reason (key, value: undecodable; other_cluster, "
        "filtered: not this cluster's or not an allowed group).", (*_C, "reason")),
 )
+_HTTP = (
+    _c("kafka_monitor_http_auth_failures",
+       "HTTP requests refused for credentials, by reason (missing, invalid; refused: a "
+       "state-changing request while no credentials are configured).", ("reason",)),
+)
 _STATE = (
     _c("kafka_monitor_state_saves", "State snapshots written.", ()),
     _c("kafka_monitor_state_save_failures", "State snapshots that could not be written.", ()),
@@ -262,7 +267,7 @@ CATALOGUE: dict[str, Family] = {
     for f in (
         *PARTITION_FAMILIES, *OWNER_FAMILIES, *GROUP_TOPIC_FAMILIES, *GROUP_FAMILIES,
         *TOPIC_PARTITION_FAMILIES, *TOPIC_FAMILIES, *_EVALUATION, *_COLLECTORS,
-        *COLLECTOR_COUNTERS, *_STATE, *_HEALTH, *_MIRROR,
+        *COLLECTOR_COUNTERS, *_HTTP, *_STATE, *_HEALTH, *_MIRROR,
         *(f for prefix, scope in CANARY_SCOPES for f in _canary(prefix, scope)),
     )
 }

@@ -36,7 +36,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 state.path to the state volume. */}}
 {{- define "kafka-monitor.config" -}}
 {{- $config := deepCopy .Values.config }}
-{{- $_ := set $config "http" (dict "host" "0.0.0.0" "port" (int .Values.service.port)) }}
+{{- $http := dict "host" "0.0.0.0" "port" (int .Values.service.port) }}
+{{- with .Values.http.auth }}{{- $_ := set $http "auth" . }}{{- end }}
+{{- with .Values.http.tls }}{{- $_ := set $http "tls" . }}{{- end }}
+{{- $_ := set $config "http" $http }}
 {{- if .Values.state.enabled }}
 {{- $state := deepCopy (default (dict) $config.state) }}
 {{- $_ = set $state "path" .Values.state.mountPath }}
@@ -52,4 +55,13 @@ state.path to the state volume. */}}
 {{- else }}
 {{- printf "%s-state" (include "kafka-monitor.fullname" . | trunc 57 | trimSuffix "-") }}
 {{- end }}
+{{- end }}
+
+{{/* A probe with its httpGet scheme set (HTTPS when the service serves TLS). */}}
+{{- define "kafka-monitor.probe" -}}
+{{- $probe := deepCopy (index . 0) }}
+{{- if $probe.httpGet }}
+{{- $_ := set $probe.httpGet "scheme" (index . 1) }}
+{{- end }}
+{{- toYaml $probe }}
 {{- end }}

@@ -16,6 +16,7 @@ from monitor.config import MonitorConfig
 from monitor.evaluate.history import LagHistory
 from monitor.evaluate.job import Evaluator
 from monitor.ingest.base import Collector
+from monitor.serve.http.auth import AuthGuard
 from monitor.serve.metrics.lag import LagExporter
 from monitor.store.store import Store
 
@@ -46,6 +47,8 @@ class Served(Protocol):
     def started_at(self) -> float: ...
     @property
     def history(self) -> LagHistory: ...
+    @property
+    def http_guard(self) -> AuthGuard: ...
 
 
 SERVICE_KEY: web.AppKey[Served] = web.AppKey("service")
