@@ -51,7 +51,8 @@ def overview(service: Served, query: str = "", now: float | None = None) -> dict
     history: LagHistory = service.history
     clusters = [_cluster(service, c.name, now) for c in service.config.clusters]
     counts = dict.fromkeys(STATUS_ORDER, 0)
-    rows: list[dict[str, Any]] = []
+    # Sorted on plain tuples; only the rows listed become dicts.
+    found: list[tuple[int, float, int, str, str, int, Any]] = []
     needle = query.casefold()
     for c in service.config.clusters:
         ev = service.evaluator.result(c.name)
@@ -63,15 +64,16 @@ def overview(service: Served, query: str = "", now: float | None = None) -> dict
             counts[word if word in counts else "STOP"] += 1
             if needle and needle not in group.casefold() and needle not in c.name.casefold():
                 continue
-            rows.append({
-                "cluster": c.name, "group": group, "status": status_badge(word),
-                "severity": SEVERITY.get(word, 0), "lag_seconds": s.lag_seconds[i],
-                "lag_text": duration(s.lag_seconds[i]), "totallag": s.totallag[i],
-                "partitions": s.partitions[i], "members": s.members[i], "stale": s.stale[i],
-            })
-    rows.sort(key=lambda r: (r["severity"], -r["lag_seconds"], -r["totallag"], r["cluster"],
-                             r["group"]))
-    shown = rows[:MAX_ROWS]
+            found.append((SEVERITY.get(word, 0), -s.lag_seconds[i], -s.totallag[i], c.name,
+                          group, i, s))
+    found.sort(key=lambda f: f[:5])
+    shown = []
+    for _, _, _, cluster, group, i, s in found[:MAX_ROWS]:
+        shown.append({
+            "cluster": cluster, "group": group, "status": status_badge(s.status[i]),
+            "lag_text": duration(s.lag_seconds[i]), "totallag": s.totallag[i],
+            "partitions": s.partitions[i], "members": s.members[i], "stale": s.stale[i],
+        })
     by_cluster: dict[str, list[dict[str, Any]]] = {}
     for r in shown:
         by_cluster.setdefault(r["cluster"], []).append(r)
@@ -85,11 +87,8 @@ def overview(service: Served, query: str = "", now: float | None = None) -> dict
         "counts": [{"status": status_badge(w), "count": counts[w]} for w in STATUS_ORDER],
         "total": sum(counts.values()),
         "groups": shown,
-        "matched": len(rows),
+        "matched": len(found),
         "query": query,
-        "has_canary": any(isinstance(c, CanaryProbe) for c in service.collectors),
-        "mirrors": sorted(c.cluster for c in service.collectors
-                          if isinstance(c, MirrorCollector)),
     }
 
 
