@@ -17,6 +17,7 @@ from monitor import __version__
 from monitor.config import ConfigError, effective_config, load_config
 from monitor.logs import setup_logging
 from monitor.pipeline.commands import add_pipeline_parser
+from monitor.supervisor import Supervisor, child_command, is_supervised_child
 
 EXIT_CONFIG = 2
 
@@ -29,11 +30,15 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from monitor.service import run
-
+    """The service in a child process that a small supervisor restarts if it crashes
+    (``monitor/supervisor.py``); the configuration is checked here first."""
     config = load_config(args.config)
     setup_logging(config.logging.level, args.log_format or config.logging.format)
-    return run(config)
+    if is_supervised_child():
+        from monitor.service import run
+
+        return run(config)
+    return Supervisor(child_command(args.config, args.log_format)).run()
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -34,8 +34,10 @@ from monitor.serve.http.auth import AuthGuard
 from monitor.serve.metrics.health import HealthMetrics
 from monitor.serve.metrics.lag import LagExporter
 from monitor.serve.metrics.probes import probe_metrics
+from monitor.serve.metrics.process import CrashRestartMetrics
 from monitor.store.snapshot import StateFile, StateMetrics
 from monitor.store.store import Store
+from monitor.supervisor import crash_counts
 
 _log = logging.getLogger("monitor.service")
 T = TypeVar("T")
@@ -129,6 +131,7 @@ class Service:
         self.registry.register(self.http_guard)
         if self.state is not None:
             self.registry.register(StateMetrics(self.state))
+        self.registry.register(CrashRestartMetrics(crash_counts()))
         # Observations and verdicts to Parquet for backtests (``recorder:``, off by default).
         self.recorder = build_recorder(config, self.store, self.collectors)
         self.started_at = time.time()

@@ -71,11 +71,20 @@ class Running:
         )
 
     def stop(self, sig: signal.Signals) -> tuple[float, list[dict[str, Any]]]:
+        """Signal the process and return how long it took to exit and its JSON log lines
+        (a crash's faulthandler trace, plain text, is left out)."""
         started = time.monotonic()
         self.proc.send_signal(sig)
         _, stderr = self.proc.communicate(timeout=30)
         elapsed = time.monotonic() - started
-        return elapsed, [json.loads(line) for line in stderr.splitlines() if line.strip()]
+        return elapsed, [json.loads(line) for line in stderr.splitlines()
+                         if line.startswith("{")]
+
+    def service_pid(self) -> int:
+        """The service process: the supervisor's only child."""
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        (pid,) = map(int, children.split())
+        return pid
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -175,3 +184,60 @@ def test_run_with_invalid_config_exits_with_reason(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert f"{path}: clusters[0].bootstrap_servers: expected host:port" in result.stderr
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
+
+
+def test_a_crashed_service_is_restarted_on_its_port_and_says_so(tmp_path: Path) -> None:
+    """A native crash of the service (SIGSEGV, as librdkafka can cause): the supervisor logs
+    it, starts the service again on the same port within seconds, and the new process counts
+    it in /metrics; SIGTERM still stops everything with exit code 0."""
+    port = free_port()
+    running = Running(write_config(tmp_path, f"127.0.0.1:{free_port()}", port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: http("GET", f"{base}/healthz")[0] == 200, 30, "server up")
+        first = running.service_pid()
+        os.kill(first, signal.SIGSEGV)
+        crashed_at = time.monotonic()
+
+        def restarted() -> bool:
+            with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+                text = response.read().decode()
+            return 'kafka_monitor_crash_restarts_total{signal="SIGSEGV"} 1.0' in text
+
+        wait_for(restarted, 30, "the restarted service counting the crash")
+        back_after = time.monotonic() - crashed_at
+        assert running.service_pid() != first and _gone(first)
+        assert http("GET", f"{base}/healthz")[0] == 200
+        elapsed, logs = running.stop(signal.SIGTERM)
+    finally:
+        running.kill()
+    assert running.proc.returncode == 0
+    assert back_after < 10, f"the service was back after {back_after:.1f}s"
+    crash = [line for line in logs if line["msg"] == "the service process died; restarting it"]
+    assert len(crash) == 1 and crash[0]["signal"] == "SIGSEGV" and crash[0]["pid"] == first
+    assert [line["msg"] for line in logs].count("service started") == 2
+    assert "service stopped" in [line["msg"] for line in logs]
+
+
+def test_killing_run_takes_the_service_with_it(tmp_path: Path) -> None:
+    """SIGKILL to ``kafka-monitor run`` (the supervisor) leaves no service behind holding the
+    port."""
+    port = free_port()
+    running = Running(write_config(tmp_path, f"127.0.0.1:{free_port()}", port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: http("GET", f"{base}/healthz")[0] == 200, 30, "server up")
+        child = running.service_pid()
+        running.proc.kill()
+        running.proc.communicate(timeout=10)
+        wait_for(lambda: _gone(child), 10, "the service gone with its supervisor")
+    finally:
+        running.kill()

@@ -168,6 +168,12 @@ _HTTP = (
        "HTTP requests refused for credentials, by reason (missing, invalid; refused: a "
        "state-changing request while no credentials are configured).", ("reason",)),
 )
+_PROCESS = (
+    _c("kafka_monitor_crash_restarts",
+       "Times the service process died of a signal (a native crash: SIGSEGV, SIGABRT; or "
+       "SIGKILL) and kafka-monitor run's supervisor started it again, by signal.",
+       ("signal",)),
+)
 _STATE = (
     _c("kafka_monitor_state_saves", "State snapshots written.", ()),
     _c("kafka_monitor_state_save_failures", "State snapshots that could not be written.", ()),
@@ -267,7 +273,7 @@ CATALOGUE: dict[str, Family] = {
     for f in (
         *PARTITION_FAMILIES, *OWNER_FAMILIES, *GROUP_TOPIC_FAMILIES, *GROUP_FAMILIES,
         *TOPIC_PARTITION_FAMILIES, *TOPIC_FAMILIES, *_EVALUATION, *_COLLECTORS,
-        *COLLECTOR_COUNTERS, *_HTTP, *_STATE, *_HEALTH, *_MIRROR,
+        *COLLECTOR_COUNTERS, *_HTTP, *_PROCESS, *_STATE, *_HEALTH, *_MIRROR,
         *(f for prefix, scope in CANARY_SCOPES for f in _canary(prefix, scope)),
     )
 }
