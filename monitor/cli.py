@@ -1,7 +1,8 @@
 """The ``kafka-monitor`` command line.
 
 ``check-config FILE`` validates a configuration and prints it as the service will use it;
-``run --config FILE`` starts the service; ``demo`` runs a local Kafka with a demo workload and
+``run --config FILE`` starts the service; ``healthcheck --config FILE`` asks it for /healthz
+(the container image's health check); ``demo`` runs a local Kafka with a demo workload and
 the service watching it; ``pipeline stream|backtest`` run the Spark jobs.
 """
 
@@ -41,6 +42,39 @@ def _run(args: argparse.Namespace) -> int:
     return Supervisor(child_command(args.config, args.log_format)).run()
 
 
+def _healthcheck(args: argparse.Namespace) -> int:
+    """GET /healthz of the service this configuration describes, on this host: exit 0 when
+    it answers 200 (the container image's HEALTHCHECK). Over TLS the server's certificate is
+    not verified (it is our own, asked by loopback); with mutual TLS the server's own
+    certificate and key are presented as the client's."""
+    import ssl
+    import urllib.request
+
+    config = load_config(args.config)
+    http = config.http
+    host = "127.0.0.1" if http.host in ("0.0.0.0", "", "::") else http.host
+    context: ssl.SSLContext | None = None
+    scheme = "http"
+    if http.tls is not None:
+        scheme = "https"
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        if http.tls.client_ca_file is not None:
+            password = (http.tls.key_password.get_secret_value()
+                        if http.tls.key_password is not None else None)
+            context.load_cert_chain(http.tls.cert_file, http.tls.key_file, password)
+    url = f"{scheme}://{host}:{http.port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout, context=context) as response:
+            status = int(response.status)
+    except OSError as exc:  # refused, timed out, TLS failure, HTTP error status
+        print(f"{url}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{url}: {status}")
+    return 0 if status == 200 else 1
+
+
 def _demo(args: argparse.Namespace) -> int:
     from monitor.dev.demo import run_demo
 
@@ -63,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", "-c", type=Path, required=True)
     run.add_argument("--log-format", choices=["json", "text"], help="override logging.format")
     run.set_defaults(func=_run)
+
+    health = commands.add_parser(
+        "healthcheck", help="exit 0 when the service of this configuration answers /healthz"
+    )
+    health.add_argument("--config", "-c", type=Path, required=True)
+    health.add_argument("--timeout", type=float, default=5.0, help="seconds")
+    health.set_defaults(func=_healthcheck)
 
     demo = commands.add_parser(
         "demo", help="start a local Kafka with a demo workload and monitor it (Ctrl-C stops)"
