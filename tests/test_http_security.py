@@ -9,16 +9,19 @@ import base64
 import json
 import ssl
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from monitor.config import ConfigError, parse_config
+from monitor.config import ConfigError, load_config, parse_config
 from tests.harness.service_thread import ServiceThread
 from tests.test_api import AUTH, TOKEN, C, Call, run
+from tests.test_service import free_port
 from tests.tools import require
 
 
@@ -175,3 +178,29 @@ def test_tls_and_mutual_tls(tmp_path: Path) -> None:
 def test_tls_files_are_checked_at_start(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="file not found"):
         config(tls={"cert_file": str(tmp_path / "nope.pem"), "key_file": str(tmp_path / "k")})
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["tls", "mutual-tls"])
+def test_the_healthcheck_command_reads_the_port_and_tls_from_the_config(
+    tmp_path: Path, mutual: bool
+) -> None:
+    """``kafka-monitor healthcheck`` (the image's HEALTHCHECK) asks the configured port over
+    HTTPS, presenting the server's own certificate under mutual TLS; 1 when nothing answers."""
+    certs = make_certs(tmp_path)
+    tls = {"cert_file": str(certs["server.pem"]), "key_file": str(certs["server.key"])}
+    if mutual:
+        tls["client_ca_file"] = str(certs["ca.pem"])
+    port = free_port()
+    path = tmp_path / "monitor.yaml"
+    path.write_text(yaml.safe_dump({
+        "clusters": [{"name": C, "bootstrap_servers": ["127.0.0.1:1"]}],
+        "http": {"host": "0.0.0.0", "port": port, "tls": tls},
+    }))
+    command = [sys.executable, "-m", "monitor", "healthcheck", "--config", str(path)]
+    with ServiceThread(load_config(path)):
+        answered = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.strip() == f"https://127.0.0.1:{port}/healthz: 200"
+    down = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert down.returncode == 1
+    assert down.stderr.startswith(f"https://127.0.0.1:{port}/healthz: ")
