@@ -21,6 +21,8 @@ _HOW = {
               "make setup)",
     "chromium-headless-shell": "Debian package chromium-headless-shell "
                                "(scripts/install-system-deps.sh, run by make setup)",
+    "keytool": "a JDK (Debian openjdk-17-jre-headless; scripts/install-system-deps.sh)",
+    "openssl": "Debian package openssl",
     **{tool: f"Debian package {tool} (scripts/install-system-deps.sh, run by make setup)"
        for tool in ("buildah", "podman", "debootstrap")},
 }

@@ -117,7 +117,10 @@ class AdminWorker:
             theirs.close()
         self._process = process
         self._conn = Connection(ours.detach())
-        self._conn.send((self._config, _log_setup()))
+        # The error callback stays here: it is this process's, and a function does not
+        # cross the socket (the worker's own errors come back as plain data).
+        config = {k: v for k, v in self._config.items() if k != "error_cb"}
+        self._conn.send((config, _log_setup()))
 
     def call(self, op: str, args: dict[str, Any], timeout: float, on_items: Items) -> Any:
         """Run ``op`` and return its summary; streamed results go to ``on_items`` as they

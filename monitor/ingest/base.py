@@ -13,9 +13,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.ingest.connection_errors import connection_errors
 from monitor.model.metric_catalogue import Reading
 
 _log = logging.getLogger("monitor.collector")
+#: A connection error reported this long before a round started still explains its failure
+#: (the client's callbacks are served between rounds too).
+_REASON_SLACK = 5.0
 
 
 @dataclass
@@ -88,6 +92,7 @@ class Collector(ABC):
         """One round with health bookkeeping; never raises, so a failing cluster can't take
         the scheduler down with it."""
         started = time.monotonic()
+        started_at = time.time()
         health = self.health
         health.runs += 1
         try:
@@ -96,6 +101,9 @@ class Collector(ABC):
             health.errors += 1
             health.consecutive_errors += 1
             health.last_error = f"{type(exc).__name__}: {exc}"
+            reason = connection_errors.since(self.cluster, started_at - _REASON_SLACK)
+            if reason is not None and reason not in health.last_error:
+                health.last_error += f"; connection: {reason}"
             health.last_error_at = time.time()
             if health.consecutive_errors == 1:
                 _log.warning(

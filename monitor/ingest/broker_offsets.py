@@ -95,15 +95,21 @@ class BrokerOffsetsCollector(Collector):
     def collect(self) -> None:
         if self._admin is None:
             self._admin = admin_client(self._config)
-        plan = self._current_plan(self._admin)
+        try:
+            self._round(self._admin)
+        finally:
+            self._admin.poll(0)  # serves error_cb: why a failed call failed (connection_errors)
+
+    def _round(self, admin: AdminClient) -> None:
+        plan = self._current_plan(admin)
         observed_at = time.time()
         timeout = self._config.request_timeout
         # Every call in flight at once: a round costs about one round trip to the slowest leader.
         pending = [
             (
                 chunk,
-                _list_offsets(self._admin, chunk.earliest, timeout),
-                _list_offsets(self._admin, chunk.latest, timeout),
+                _list_offsets(admin, chunk.earliest, timeout),
+                _list_offsets(admin, chunk.latest, timeout),
             )
             for chunk in plan.chunks
         ]

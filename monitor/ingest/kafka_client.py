@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from monitor.config import ClusterConfig
+from monitor.ingest.connection_errors import connection_errors
 
 _log = logging.getLogger("monitor.kafka")
 
@@ -37,6 +38,8 @@ def client_config(cluster: ClusterConfig, **overrides: Any) -> dict[str, Any]:
         "security.protocol": cluster.security_protocol.lower(),
         "socket.timeout.ms": int(cluster.request_timeout * 1000),
         "logger": _log,
+        # Why connections fail (TLS, SASL, refused) reaches us only here: see connection_errors.
+        "error_cb": connection_errors.callback(cluster.name),
     }
     if cluster.broker_version_fallback:
         # Brokers before 0.10 do not answer ApiVersions; librdkafka must be told what they speak.

@@ -30,7 +30,10 @@ class MetadataCollector(Collector):
     def collect(self) -> None:
         if self._admin is None:
             self._admin = admin_client(self._config)
-        answer = self._admin.list_topics(timeout=self._config.request_timeout)
+        try:
+            answer = self._admin.list_topics(timeout=self._config.request_timeout)
+        finally:
+            self._admin.poll(0)  # serves error_cb: why a failed call failed (connection_errors)
         topics = {
             name: tuple(
                 PartitionMetadata(

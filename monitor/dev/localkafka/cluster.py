@@ -102,6 +102,7 @@ class BrokerInfo:
     jmx_port: int
     pid: int | None
     running: bool
+    ssl_port: int | None = None  # the SSL listener's port, when the cluster has one
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class _Node:
     jmx_port: int = 0
     broker_id: int | None = None
     proc: subprocess.Popen[bytes] | None = None
+    ssl_port: int | None = None
 
     @property
     def log_path(self) -> Path:
@@ -342,6 +344,7 @@ class LocalKafka:
         work_dir: str | os.PathLike[str] | None = None,
         offsets_topic_partitions: int = 4,
         broker_props: Mapping[str, object] | None = None,
+        ssl: Mapping[str, object] | None = None,
         heap: str = "256m",
         startup_timeout: float = 90.0,
         keep_work_dir: bool = False,
@@ -352,6 +355,10 @@ class LocalKafka:
         self.num_brokers = num_brokers
         self.offsets_topic_partitions = offsets_topic_partitions
         self.broker_props = {k: _prop(v) for k, v in (broker_props or {}).items()}
+        # With ``ssl`` (the brokers' ``ssl.*`` properties: keystore, truststore, passwords,
+        # client auth) every broker also listens for SSL on a port of its own; the cluster's
+        # own checks and ``bootstrap_servers`` stay on PLAINTEXT.
+        self.ssl_props = {k: _prop(v) for k, v in (ssl or {}).items()}
         self.heap = heap
         self.startup_timeout = startup_timeout
         self._work_dir_arg = Path(work_dir) if work_dir is not None else None
@@ -446,6 +453,13 @@ class LocalKafka:
         return ",".join(f"{_HOST}:{n.port}" for n in self._brokers.values())
 
     @property
+    def ssl_bootstrap_servers(self) -> str:
+        """``host:port`` of every broker's SSL listener (a cluster started with ``ssl``)."""
+        if not self.ssl_props:
+            raise LocalKafkaError("started without an SSL listener")
+        return ",".join(f"{_HOST}:{n.ssl_port}" for n in self._brokers.values())
+
+    @property
     def zookeeper_connect(self) -> str:
         """ZooKeeper connect string (for TopicCommand, Burrow, MirrorMaker ...)."""
         if self._zk is None:
@@ -462,6 +476,7 @@ class LocalKafka:
                 jmx_port=n.jmx_port,
                 pid=n.proc.pid if n.proc is not None else None,
                 running=n.running,
+                ssl_port=n.ssl_port,
             )
             for bid, n in sorted(self._brokers.items())
         ]
@@ -727,6 +742,7 @@ class LocalKafka:
     def _start_brokers(self, ids: list[int]) -> None:
         assert self.work_dir is not None
         ports = _free_ports(2 * len(ids))
+        ssl_ports = _free_ports(len(ids)) if self.ssl_props else []
         nodes = []
         for i, bid in enumerate(ids):
             node = _Node(
@@ -735,6 +751,7 @@ class LocalKafka:
                 port=ports[2 * i],
                 jmx_port=ports[2 * i + 1],
                 broker_id=bid,
+                ssl_port=ssl_ports[i] if ssl_ports else None,
             )
             self._brokers[bid] = node
             nodes.append(node)
@@ -751,6 +768,8 @@ class LocalKafka:
                     raise
                 for node in clashed:
                     node.port, node.jmx_port = _free_ports(2)
+                    if node.ssl_port is not None:
+                        (node.ssl_port,) = _free_ports(1)
                     self._launch(node, self._broker_cmd(node))
 
     def _broker_cmd(self, node: _Node) -> list[str]:
@@ -770,6 +789,11 @@ class LocalKafka:
             **_BROKER_DEFAULTS,
             **self.broker_props,
         }
+        if node.ssl_port is not None:
+            listeners = f"PLAINTEXT://{_HOST}:{node.port},SSL://{_HOST}:{node.ssl_port}"
+            del props["advertised.host.name"], props["advertised.port"]
+            props.update({"listeners": listeners, "advertised.listeners": listeners,
+                          **self.ssl_props})
         path = node.directory / "server.properties"
         node.directory.mkdir(parents=True, exist_ok=True)
         path.write_text(_props(props))
