@@ -35,6 +35,8 @@ from tests.harness.service_thread import ServiceThread
 from tests.harness.tansu import Tansu
 from tests.test_service import http
 
+pytestmark = pytest.mark.tansu
+
 TOPIC, GROUP = "orders", "billing"
 RECORDS = 10  # per partition
 COMMITTED = {0: 4, 1: 6}
