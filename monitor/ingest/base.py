@@ -50,6 +50,9 @@ class Collector(ABC):
     every ``interval`` seconds, never two rounds at once."""
 
     kind: str = "collector"
+    #: Whether this collector talks to Kafka through librdkafka clients, so that a failed
+    #: round is explained by the cluster's latest connection error (connection_errors).
+    kafka_client: bool = True
 
     def __init__(self, cluster: str, interval: float) -> None:
         self.cluster = cluster
@@ -101,7 +104,8 @@ class Collector(ABC):
             health.errors += 1
             health.consecutive_errors += 1
             health.last_error = f"{type(exc).__name__}: {exc}"
-            reason = connection_errors.since(self.cluster, started_at - _REASON_SLACK)
+            reason = (connection_errors.since(self.cluster, started_at - _REASON_SLACK)
+                      if self.kafka_client else None)
             if reason is not None and reason not in health.last_error:
                 health.last_error += f"; connection: {reason}"
             health.last_error_at = time.time()

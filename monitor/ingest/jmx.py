@@ -285,6 +285,7 @@ class JmxCollector(Collector):
     """Scrapes every JMX endpoint of one cluster per round, in parallel."""
 
     kind = "jmx"
+    kafka_client = False  # JMX over RMI: Kafka clients' connection errors do not explain it
 
     def __init__(
         self,
