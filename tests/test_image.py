@@ -128,11 +128,12 @@ def container() -> Iterator[str]:
         buildah("rm", name)
 
 
-def run_in(name: str, command: list[str], etc: Path, **popen: Any) -> list[str]:
+def run_in(name: str, command: list[str], etc: Path, *volumes: str) -> list[str]:
     """The ``buildah run`` command line for ``command`` in the container, with the host's
     network and the configuration directory mounted where the image expects it."""
+    mounts = [arg for v in (f"{etc}:/etc/kafka-monitor:ro", *volumes) for arg in ("-v", v)]
     return [require("buildah"), "--storage-driver", "vfs", "run", "--isolation", "chroot",
-            "--network", "host", "-v", f"{etc}:/etc/kafka-monitor:ro", name, "--", *command]
+            "--network", "host", *mounts, name, "--", *command]
 
 
 def uids_of(session: int) -> set[str]:
@@ -180,8 +181,14 @@ def test_the_image_monitors_the_real_broker(
 
     with container() as name, log_path.open("wb") as log, \
             ProducerLoad(cfg, topic, rate=20), HealthyConsumer(cfg, topic, group):
-        proc = subprocess.Popen(run_in(name, image["Entrypoint"] + image["Cmd"], etc),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # As the Helm chart runs it, the root file system read-only: at least the cache where
+        # the image keeps the JMX launcher (a bind of its own directory, read-only).
+        root = Path(buildah("mount", name).stdout.strip())
+        cache = "/opt/kafka-monitor/cache"
+        read_only_cache = f"{root}{cache}:{cache}:ro"
+        proc = subprocess.Popen(
+            run_in(name, image["Entrypoint"] + image["Cmd"], etc, read_only_cache),
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_for(lambda: http("GET", f"{base}/ready")[0] == 200, 180, "/ready from the image")
             # Non-root inside: every process of the service runs as the image's user.
@@ -203,8 +210,13 @@ def test_the_image_monitors_the_real_broker(
                     in text
 
             wait_for(jmx_up, 120, "JMX read by the image's JVM")
+            # The JVM's class-data archive went to the temporary directory instead.
+            spares = wait_for(lambda: list((root / "tmp").glob("kafka-monitor-jmxmulti-*.jsa")),
+                              60, "the class-data archive kept in /tmp")
+            assert spares and not list((root / cache.lstrip("/")).glob("*.jsa"))
 
-            check = subprocess.run(run_in(name, image["Healthcheck"]["Test"][1:], etc),
+            check = subprocess.run(run_in(name, image["Healthcheck"]["Test"][1:], etc,
+                                          read_only_cache),
                                    capture_output=True, text=True, timeout=120, check=False)
             assert check.returncode == 0, check.stdout + check.stderr
             assert check.stdout.strip() == f"http://127.0.0.1:{port}/healthz: 200"

@@ -36,6 +36,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -69,7 +70,13 @@ JVM_FLAGS = ("-Xlog:disable", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-X
 class ClassDataArchive:
     """The class-data-sharing archive for query JVMs of one class path: ``flags()`` to use it
     once it exists, or to write it (one call at a time) when it does not. Any failure just
-    means no archive: ``-Xshare:auto`` ignores an unusable one."""
+    means no archive: ``-Xshare:auto`` ignores an unusable one.
+
+    A JVM asked to write an archive where it cannot (a read-only root file system, as the Helm
+    chart runs the image) fails the whole call, so the archive is written in the temporary
+    directory (writable there: the chart mounts one) only after checking that a file can be
+    made, then moved into the cache; where the cache is read-only it stays in the temporary
+    directory and is used from there."""
 
     def __init__(
         self,
@@ -87,37 +94,64 @@ class ClassDataArchive:
             stamp = str(real)
         key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
         self.path = base / f"{name}-{key}.jsa"
+        self._spare = Path(tempfile.gettempdir()) / f"kafka-monitor-{self.path.name}"
         self._lock = threading.Lock()
         self._writing = False
+        self._unwritable = False
 
     def flags(self) -> tuple[list[str], Path | None]:
         """JVM flags, and the temporary file to publish with :meth:`written` after a
         successful call (None when not writing)."""
-        if self.path.is_file():
-            return ["-Xshare:auto", f"-XX:SharedArchiveFile={self.path}"], None
+        usable = self._usable()
+        if usable is not None:
+            return ["-Xshare:auto", f"-XX:SharedArchiveFile={usable}"], None
         with self._lock:
-            if self._writing:
+            if self._writing or self._unwritable:
                 return [], None
             self._writing = True
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._spare.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        try:  # the JVM would fail the call where it cannot create the file
+            tmp.touch()
+            tmp.unlink()
         except OSError:
-            return [], None  # no writable cache: run without (and never retry)
-        tmp = self.path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            with self._lock:
+                self._writing, self._unwritable = False, True
+            return [], None
         return [f"-XX:ArchiveClassesAtExit={tmp}"], tmp
+
+    def _usable(self) -> Path | None:
+        """The archive to use: the cache's, else the spare where the cache is read-only."""
+        if self.path.is_file():
+            return self.path
+        if self._spare.is_file() and not os.access(self.path.parent, os.W_OK):
+            return self._spare
+        return None
 
     def written(self, tmp: Path | None, ok: bool) -> None:
         if tmp is None:
             return
         try:
             if ok and tmp.is_file():
-                tmp.replace(self.path)
+                self._publish(tmp)
             else:
                 tmp.unlink(missing_ok=True)
         except OSError:
             pass
         with self._lock:
             self._writing = False
+
+    def _publish(self, tmp: Path) -> None:
+        """Into the cache (atomically: a copy beside it, then a rename), else kept as the
+        spare in the temporary directory."""
+        partial = self.path.with_suffix(f".{os.getpid()}.partial")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tmp, partial)
+            partial.replace(self.path)
+            tmp.unlink()
+        except OSError:
+            partial.unlink(missing_ok=True)
+            tmp.replace(self._spare)
 
 
 def query_command(
