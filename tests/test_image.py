@@ -152,6 +152,18 @@ def uids_of(session: int) -> set[str]:
     return uids
 
 
+def entrypoint_pid(session: int) -> int:
+    """The image's entrypoint process (``kafka-monitor run``, the supervisor) in ``session``."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if os.getsid(int(proc.name)) != session:
+                continue
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if len(argv) > 2 and argv[1].endswith(b"/kafka-monitor") and argv[2] == b"run":
+                return int(proc.name)
+    raise LookupError("no kafka-monitor run process")
+
+
 def test_the_image_monitors_the_real_broker(
     image: dict[str, Any], kafka: LocalKafka, tmp_path: Path
 ) -> None:
@@ -221,7 +233,9 @@ def test_the_image_monitors_the_real_broker(
             assert check.returncode == 0, check.stdout + check.stderr
             assert check.stdout.strip() == f"http://127.0.0.1:{port}/healthz: 200"
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
+            # As a container runtime stops it: SIGTERM to the entrypoint's process only.
+            with contextlib.suppress(ProcessLookupError, LookupError):
+                os.kill(entrypoint_pid(proc.pid), signal.SIGTERM)
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:

@@ -47,7 +47,7 @@ from multiprocessing.connection import wait as wait_ready
 from pathlib import Path
 from typing import Any
 
-from monitor.logs import JsonFormatter, TextFormatter
+from monitor.logs import JsonFormatter, RepeatLimit, TextFormatter
 
 #: An error as plain data: (librdkafka error name or exception type, message).
 ErrorInfo = tuple[str, str]
@@ -229,6 +229,7 @@ def serve(conn: Connection, config: dict[str, Any], log_setup: tuple[str, str] |
 
         setup_logging(*log_setup)
     logging.getLogger("monitor.kafka").addFilter(_DropDeprecationWarnings())
+    logging.getLogger("monitor.kafka").addFilter(RepeatLimit())
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(config)

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from monitor.config import ClusterConfig
 from monitor.ingest.connection_errors import connection_errors
+from monitor.logs import RepeatLimit
 
 _log = logging.getLogger("monitor.kafka")
 
@@ -28,6 +29,7 @@ class DropFallbackDeprecation(logging.Filter):
 
 
 _log.addFilter(DropFallbackDeprecation())
+_log.addFilter(RepeatLimit())  # a failing cluster: one line a minute per kind, not dozens a second
 
 
 def client_config(cluster: ClusterConfig, **overrides: Any) -> dict[str, Any]:
