@@ -208,7 +208,10 @@ class Service:
         )
 
     async def _run_collector(self, collector: Collector) -> None:
-        await run_in_daemon_thread(collector.run_once, name=collector.name)
+        # A round still waiting on Kafka at shutdown is abandoned with its daemon thread; the
+        # scheduler would log the cancellation as a failed job.
+        with contextlib.suppress(asyncio.CancelledError):
+            await run_in_daemon_thread(collector.run_once, name=collector.name)
 
     async def _run_evaluation(self) -> None:
         # Clusters whose collectors all had data before this round are served from it on.
@@ -220,6 +223,8 @@ class Service:
         try:
             await run_in_daemon_thread(self._evaluate_and_render, name="evaluator")
             self.evaluated_clusters |= settled
+        except asyncio.CancelledError:  # shutdown: as for collector rounds
+            return
         except Exception:  # a bug must not stop the schedule; the last results stay served
             _log.exception("evaluation failed")
 

@@ -159,7 +159,9 @@ def entrypoint_pid(session: int) -> int:
             if os.getsid(int(proc.name)) != session:
                 continue
             argv = (proc / "cmdline").read_bytes().split(b"\0")
-            if len(argv) > 2 and argv[1].endswith(b"/kafka-monitor") and argv[2] == b"run":
+            # python3 .../bin/kafka-monitor run (not buildah-chroot-exec, which runs it)
+            if (len(argv) > 2 and Path(argv[0].decode()).name.startswith("python")
+                    and argv[1].endswith(b"/kafka-monitor") and argv[2] == b"run"):
                 return int(proc.name)
     raise LookupError("no kafka-monitor run process")
 
