@@ -158,12 +158,23 @@ def test_unreachable_cluster_is_not_ready_never_crashes_and_stops_fast(tmp_path:
     assert len(failing) == len(set(failing)), "a failing collector logs once, not every round"
 
 
-def test_errors_are_json_in_burrow_shape(tmp_path: Path) -> None:
+def serving_unreachable(tmp_path: Path) -> tuple[Running, str]:
+    """``kafka-monitor run`` for a cluster nobody listens for, once its HTTP server answers;
+    returns it and its base URL."""
     port = free_port()
     running = Running(write_config(tmp_path, f"127.0.0.1:{free_port()}", port))
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: http("GET", f"{base}/healthz")[0] == 200, 30, "server up")
+    except BaseException:
+        running.kill()
+        raise
+    return running, base
+
+
+def test_errors_are_json_in_burrow_shape(tmp_path: Path) -> None:
+    running, base = serving_unreachable(tmp_path)
+    try:
         status, body = http("GET", f"{base}/no/such/path")
         assert status == 404
         assert body["error"] is True and body["message"] == "Not Found"
@@ -200,11 +211,8 @@ def test_a_crashed_service_is_restarted_on_its_port_and_says_so(tmp_path: Path) 
     """A native crash of the service (SIGSEGV, as librdkafka can cause): the supervisor logs
     it, starts the service again on the same port within seconds, and the new process counts
     it in /metrics; SIGTERM still stops everything with exit code 0."""
-    port = free_port()
-    running = Running(write_config(tmp_path, f"127.0.0.1:{free_port()}", port))
-    base = f"http://127.0.0.1:{port}"
+    running, base = serving_unreachable(tmp_path)
     try:
-        wait_for(lambda: http("GET", f"{base}/healthz")[0] == 200, 30, "server up")
         first = running.service_pid()
         os.kill(first, signal.SIGSEGV)
         crashed_at = time.monotonic()
@@ -232,11 +240,8 @@ def test_a_crashed_service_is_restarted_on_its_port_and_says_so(tmp_path: Path) 
 def test_killing_run_takes_the_service_with_it(tmp_path: Path) -> None:
     """SIGKILL to ``kafka-monitor run`` (the supervisor) leaves no service behind holding the
     port."""
-    port = free_port()
-    running = Running(write_config(tmp_path, f"127.0.0.1:{free_port()}", port))
-    base = f"http://127.0.0.1:{port}"
+    running, _ = serving_unreachable(tmp_path)
     try:
-        wait_for(lambda: http("GET", f"{base}/healthz")[0] == 200, 30, "server up")
         child = running.service_pid()
         running.proc.kill()
         running.proc.communicate(timeout=10)
