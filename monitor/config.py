@@ -391,6 +391,31 @@ class EvaluatorConfig(_Model):
     )
 
 
+class RebalanceConfig(_Model):
+    """Group lifecycle (``monitor/store/lifecycle.py``): when rebalances count as a storm, and how
+    much state history each group keeps for the API."""
+
+    storm_count: int = Field(
+        default=5, ge=1,
+        description="more rebalances than this within storm_window is a rebalance storm",
+    )
+    storm_window: Duration = Field(default=600.0, gt=0, description="see storm_count")
+    history: int = Field(
+        default=20, ge=1, le=1000, description="state transitions kept per group (the API's)"
+    )
+
+
+class RetentionConfig(_Model):
+    """Retention risk (``monitor/rules/retention.py``): how soon a group's unread records may be
+    deleted before it reads them."""
+
+    warn: Duration = Field(
+        default=3600.0, gt=0,
+        description="a partition whose unread records are expected to be deleted sooner than "
+        "this is WARN (records already deleted unread: LOST)",
+    )
+
+
 _TOPIC_RE = r"^[A-Za-z0-9._-]{1,249}$"
 
 
@@ -585,6 +610,8 @@ class MonitorConfig(_Model):
     clusters: list[ClusterConfig] = Field(min_length=1)
     collectors: CollectorsConfig = Field(default_factory=CollectorsConfig)
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
+    rebalance: RebalanceConfig = Field(default_factory=RebalanceConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     canary: CanaryConfig = Field(default_factory=CanaryConfig)
     mirrors: list[MirrorConfig] = Field(default_factory=list)
     http: HttpConfig = Field(default_factory=HttpConfig)

@@ -31,6 +31,61 @@ class PartitionStatus:
     complete: float
     owner: str
     client_id: str
+    retention: RetentionRisk | None = None  # None: the partition's log start is not known
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionRisk:
+    """How close retention is to deleting records the group has not read
+    (:mod:`monitor.rules.retention`)."""
+
+    risk: str  # OK, WARN, LOST
+    lead: int  # committed offset - log-start offset (negative: records were lost)
+    lost_records: int  # log start - committed offset where the log start passed it, else 0
+    time_to_loss_seconds: float | None  # None: not estimable (why: ``time_to_loss_reason``)
+    time_to_loss_reason: str | None  # why there is no estimate: caught up, lost, log start idle
+    log_start_rate: float  # offsets/s the log start advanced over its observed history
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """One entry of a group's state history: its state changed, or a rebalance completed."""
+
+    at: float  # unix seconds, when it was observed
+    state: str
+    generation: int | None
+    members: int
+    rebalances: int  # rebalances this change completed (a generation that jumped by k: k)
+    cause: str | None  # for a rebalance: member joined, member left or timed out, ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLifecycleStatus:
+    """A group's rebalances and state history (:mod:`monitor.store.lifecycle`) as of an
+    evaluation."""
+
+    rebalances: int
+    rebalancing_seconds: float
+    rebalancing: bool  # in PreparingRebalance, CompletingRebalance, ... now
+    last_rebalance_at: float | None
+    last_cause: str | None
+    members_joined: int
+    members_left: int
+    storm: bool  # more than rebalance.storm_count rebalances within rebalance.storm_window
+    recent_rebalances: int  # rebalances within rebalance.storm_window
+    counted_from: str  # "generations" (exact) or "member changes" (Admin API reads: at least)
+    history: tuple[StateChange, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRetention:
+    """The group's retention risk: its worst partition's, the records lost in all, and the
+    soonest expected loss."""
+
+    risk: str  # OK, WARN, LOST
+    lost_records: int
+    time_to_loss_seconds: float | None
+    partitions_at_risk: int  # partitions WARN or LOST
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +107,8 @@ class GroupStatus:
     stale: bool  # its offsets are not current (read failing): verdict held, clocks stopped
     offsets_age_seconds: float | None
     evaluated_at: float
+    retention: GroupRetention | None = None
+    lifecycle: GroupLifecycleStatus | None = None
 
     @property
     def members(self) -> int:

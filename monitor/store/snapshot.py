@@ -66,7 +66,16 @@ from monitor.model.observations import (
     GroupMembership,
     PartitionMetadata,
 )
-from monitor.model.verdicts import CommitPoint, GroupStatus, PartitionStatus
+from monitor.model.verdicts import (
+    CommitPoint,
+    GroupLifecycleStatus,
+    GroupRetention,
+    GroupStatus,
+    PartitionStatus,
+    RetentionRisk,
+    StateChange,
+)
+from monitor.store.lifecycle import GroupLifecycle
 from monitor.store.placement import Placement
 from monitor.store.store import Commit, PartitionOffsets, Store, _Cluster, _Group
 from monitor.store.windows import Windows
@@ -95,6 +104,7 @@ _FUTURE_SLACK = 60.0  # a snapshot saved later than now by more than this: the c
 STATE_CLASSES: tuple[type, ...] = (
     _Cluster, _Group, Commit, PartitionOffsets, Windows, ClusterMetadata, PartitionMetadata,
     GroupMembership, GroupMember, Placement, GroupStatus, PartitionStatus, CommitPoint,
+    GroupLifecycle, StateChange, RetentionRisk, GroupRetention, GroupLifecycleStatus,
 )
 """The classes a snapshot may hold: all that :meth:`Store.dump_state` pickles. The only
 ``monitor`` classes the loader accepts, and the layout fingerprint is taken over their

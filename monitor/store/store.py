@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.config import EvaluatorConfig
+from monitor.config import EvaluatorConfig, RebalanceConfig
 from monitor.model.jmx_metrics import JmxScrape
 from monitor.model.observations import (
     BrokerOffsets,
@@ -38,6 +38,7 @@ from monitor.model.observations import (
     OffsetSource,
 )
 from monitor.model.verdicts import GroupStatus
+from monitor.store.lifecycle import GroupLifecycle, observe
 from monitor.store.placement import Placement, update_placement
 from monitor.store.windows import _SOURCES, EvaluationInput, Windows
 
@@ -105,6 +106,7 @@ class _Group:
     live_at: float | None = None  # last seen with live members
     left_at: float | None = None  # first seen without them after that (None: live, or never)
     exact: bool = False  # its windows are fed by __consumer_offsets (source ``both``)
+    lifecycle: GroupLifecycle | None = None  # state history and rebalances
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,7 @@ class GroupState:
     stale_error: str | None
     left_at: float | None = None  # when its consumers were seen to have left (None: not)
     polled: bool = True  # its offsets come from Admin API reads (not __consumer_offsets)
+    lifecycle: GroupLifecycle | None = None
 
     @property
     def has_members(self) -> bool:
@@ -167,22 +170,29 @@ class Store:
     the evaluator, sized by ``evaluator_config`` (Burrow's defaults when not given). Windows
     are always kept: the evaluator reads nothing else."""
 
-    def __init__(self, evaluator_config: EvaluatorConfig | None = None) -> None:
+    def __init__(
+        self,
+        evaluator_config: EvaluatorConfig | None = None,
+        rebalance_config: RebalanceConfig | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._clusters: dict[str, _Cluster] = {}
         self.evaluator_config = evaluator_config or EvaluatorConfig()
+        self.rebalance_config = rebalance_config or RebalanceConfig()
         self.listeners: list[Listener] = []  # e.g. the recorder (monitor/record/recorder.py)
 
     def __getstate__(self) -> dict[str, object]:
         """Picklable without its lock and listeners: the Spark pipeline keeps one store per
         bucket of groups in its streaming state."""
         with self._lock:
-            return {"clusters": self._clusters, "evaluator_config": self.evaluator_config}
+            return {"clusters": self._clusters, "evaluator_config": self.evaluator_config,
+                    "rebalance_config": self.rebalance_config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._lock = threading.Lock()
         self._clusters = state["clusters"]
         self.evaluator_config = state["evaluator_config"]
+        self.rebalance_config = state.get("rebalance_config") or RebalanceConfig()
         self.listeners = []
 
     def _emit(self, event: object) -> None:
@@ -252,6 +262,7 @@ class Store:
             at = offsets.observed_at
             windows = cluster.windows
             log_ends: dict[tuple[str, int], int] = {}
+            log_starts: dict[tuple[str, int], int] = {}
             for topic, partition, start, end in zip(
                 offsets.topics, offsets.partitions, offsets.log_start, offsets.log_end,
                 strict=True,
@@ -259,12 +270,15 @@ class Store:
                 if known is None or topic in known:
                     stored[(topic, partition)] = PartitionOffsets(start, end, at)
                     log_ends[(topic, partition)] = end
+                    log_starts[(topic, partition)] = start
             if log_ends:
                 leo_row = windows.leo_row
-                windows.put_log_ends(
-                    np.fromiter((leo_row(t, p) for t, p in log_ends), np.int64, len(log_ends)),
-                    np.fromiter(log_ends.values(), np.int64, len(log_ends)),
-                    round(at * 1000),
+                n = len(log_ends)
+                leo_rows = np.fromiter((leo_row(t, p) for t, p in log_ends), np.int64, n)
+                at_ms = round(at * 1000)
+                windows.put_log_ends(leo_rows, np.fromiter(log_ends.values(), np.int64, n), at_ms)
+                windows.put_log_starts(
+                    leo_rows, np.fromiter(log_starts.values(), np.int64, n), at_ms
                 )
             for tp, error in offsets.failed.items():
                 previous = stored.get(tp)
@@ -394,6 +408,12 @@ class Store:
             group.membership = membership
             group.updated_at = max(group.updated_at, membership.observed_at)
             _saw_members(group, _has_members(membership), membership.observed_at)
+            self._observe(group, membership, membership.observed_at)
+
+    def _observe(self, group: _Group, membership: GroupMembership | None, at: float) -> None:
+        cfg = self.rebalance_config
+        group.lifecycle = observe(group.lifecycle, membership, at, history=cfg.history,
+                                  storm_count=cfg.storm_count)
 
     def put_group_deleted(self, event: GroupDeleted) -> None:
         """The group's metadata is gone; the group stays while it has committed offsets."""
@@ -404,6 +424,7 @@ class Store:
             if group is not None:
                 group.membership = None
                 _saw_members(group, False, event.observed_at)
+                self._observe(group, None, event.observed_at)
                 if not group.commits:
                     self._drop_group(self._cluster(event.cluster), event.group)
 
@@ -507,7 +528,8 @@ class Store:
     @staticmethod
     def _group_states(state: _Cluster) -> dict[str, GroupState]:
         return {
-            name: GroupState(g.membership, g.offsets_at, g.stale_error, g.left_at, not g.exact)
+            name: GroupState(g.membership, g.offsets_at, g.stale_error, g.left_at, not g.exact,
+                             g.lifecycle)
             for name, g in state.groups.items()
         }
 
