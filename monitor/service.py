@@ -82,7 +82,9 @@ class Service:
         collectors: list[Collector] | None = None,
     ) -> None:
         self.config = config
-        self.store = store if store is not None else Store(config.evaluator)
+        self.store = (
+            store if store is not None else Store(config.evaluator, config.rebalance)
+        )
         self._freshness_used: dict[str, float | None] = {}
         # Saved state (``state.path``, store/snapshot.py): loaded before any collector exists,
         # so that none ever writes into an empty store.
@@ -119,6 +121,8 @@ class Service:
                 c.name: config.collectors.group_offsets_interval
                 for c in config.clusters if c.offsets_source in ("admin", "both")
             },
+            rebalance=config.rebalance,
+            retention=config.retention,
         )
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))

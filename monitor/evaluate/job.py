@@ -24,8 +24,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from monitor.config import EvaluatorConfig
-from monitor.model.verdicts import CommitPoint, GroupStatus, PartitionStatus
+from monitor.config import EvaluatorConfig, RebalanceConfig, RetentionConfig
+from monitor.model.verdicts import (
+    CommitPoint,
+    GroupRetention,
+    GroupStatus,
+    PartitionStatus,
+    RetentionRisk,
+)
 from monitor.rules import (
     BurrowStatus,
     GroupIndex,
@@ -38,6 +44,13 @@ from monitor.rules import (
     group_lag_seconds,
     lag_seconds,
     to_burrow,
+)
+from monitor.rules.retention import (
+    REASONS,
+    RISK_NAMES,
+    RetentionArrays,
+    advance_rate,
+    retention_risk,
 )
 from monitor.store.store import GroupState, Store
 from monitor.store.windows import EvaluationInput
@@ -70,6 +83,7 @@ class RoundArrays:
     groups: GroupResults
     lag: LagSeconds
     group_lag: npt.NDArray[np.float64]
+    retention: RetentionArrays | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +116,10 @@ class ClusterEvaluation:
         states: dict[str, GroupState] | None = None,
         stale_groups: set[str] | None = None,
         burrow: bool = False,
+        rebalance: RebalanceConfig | None = None,
     ) -> None:
         states = {} if states is None else states
+        self.rebalance = rebalance or RebalanceConfig()
         self.cluster = cluster
         self.evaluated_at = evaluated_at
         self.duration = duration
@@ -112,6 +128,7 @@ class ClusterEvaluation:
         self.groups = arrays.groups if arrays is not None else None
         self.lag = arrays.lag if arrays is not None else None
         self.group_lag_seconds = arrays.group_lag if arrays is not None else None
+        self.retention = arrays.retention if arrays is not None else None
         self.states = states
         self.stale_groups = set() if stale_groups is None else stale_groups
         self._index = (
@@ -209,7 +226,11 @@ class ClusterEvaluation:
             if state is not None and state.offsets_at > 0
             else None
         )
+        lifecycle = state.lifecycle if state is not None else None
+        rb = self.rebalance
         common = dict(
+            lifecycle=lifecycle.status(self.evaluated_at, rb.storm_count, rb.storm_window)
+            if lifecycle is not None else None,
             cluster=self.cluster,
             group=name,
             state=membership.state if membership is not None else None,
@@ -227,7 +248,7 @@ class ClusterEvaluation:
                 status="OK", complete=0.0, partitions=(), partition_count=0, maxlag=None,
                 totallag=0, lag_seconds=0.0, **common,  # type: ignore[arg-type]
             )
-        d, parts, lag = self.data, self.partitions, self.lag
+        d, parts, lag, ret = self.data, self.partitions, self.lag, self.retention
         assert parts is not None and lag is not None
         lo, hi = np.searchsorted(d.group_ids, [i, i + 1])
         owners = membership.owners() if membership is not None else {}
@@ -257,6 +278,7 @@ class ClusterEvaluation:
                     complete=float(parts.complete[r]),
                     owner=member.host if member is not None else "",
                     client_id=member.client_id if member is not None else "",
+                    retention=_retention(ret, r),
                 )
             )
         # The group rules (as evaluate_groups, over this group's partitions: few, and this
@@ -269,7 +291,16 @@ class ClusterEvaluation:
         )
         lags = [e.current_lag for e in entries]
         top = lags.index(max(lags)) if lags else -1
+        risks = [e.retention for e in entries if e.retention is not None]
+        ttls = [r.time_to_loss_seconds for r in risks if r.time_to_loss_seconds is not None]
+        group_risk = GroupRetention(
+            risk=RISK_NAMES[max((RISK_NAMES.index(r.risk) for r in risks), default=0)],
+            lost_records=sum(r.lost_records for r in risks),
+            time_to_loss_seconds=min(ttls) if ttls else None,
+            partitions_at_risk=sum(1 for r in risks if r.risk != "OK"),
+        ) if risks else None
         return GroupStatus(
+            retention=group_risk,
             status=word,
             complete=(
                 sum(1 for e in entries if e.complete >= 1.0) / len(entries) if entries else 0.0
@@ -281,6 +312,20 @@ class ClusterEvaluation:
             lag_seconds=max((e.lag_seconds for e in entries), default=0.0),
             **common,  # type: ignore[arg-type]
         )
+
+
+def _retention(ret: RetentionArrays | None, r: int) -> RetentionRisk | None:
+    if ret is None or not ret.known[r]:
+        return None
+    ttl = float(ret.time_to_loss[r])
+    return RetentionRisk(
+        risk=RISK_NAMES[int(ret.risk[r])],
+        lead=int(ret.lead[r]),
+        lost_records=int(ret.lost[r]),
+        time_to_loss_seconds=round(ttl, 3) if np.isfinite(ttl) else None,
+        time_to_loss_reason=REASONS[int(ret.reason[r])],
+        log_start_rate=round(float(ret.log_start_rate[r]), 3),
+    )
 
 
 def _point(offset: np.int64, ts: np.int64, observed: np.int64, lag: np.int64) -> CommitPoint:
@@ -307,9 +352,13 @@ class Evaluator:
         stale_after: float = 60.0,
         published_stale_after: Mapping[str, float] | None = None,
         read_interval: Mapping[str, float] | None = None,
+        rebalance: RebalanceConfig | None = None,
+        retention: RetentionConfig | None = None,
     ) -> None:
         self.store = store
         self.config = config
+        self.rebalance = rebalance or RebalanceConfig()
+        self.retention = retention or RetentionConfig()
         self.stale_after = stale_after
         # offsets_source pipeline: cluster -> age at which a published verdict is stale
         self.published_stale_after = dict(published_stale_after or {})
@@ -360,7 +409,7 @@ class Evaluator:
         if data is None or data.windows.size == 0:
             return ClusterEvaluation(
                 cluster, now, time.monotonic() - started, data=data, states=states,
-                stale_groups=stale, burrow=self.options.burrow_err,
+                stale_groups=stale, burrow=self.options.burrow_err, rebalance=self.rebalance,
             )
         names = data.group_names
         due = self.read_interval.get(cluster, 0.0)
@@ -384,11 +433,37 @@ class Evaluator:
             commit_times_ms=w.timestamps_ms[rows, last],
             marker_tolerance=self.options.marker_tolerance,
         )
-        arrays = RoundArrays(parts, group_results, lag, group_lag_seconds(lag.seconds, groups))
+        arrays = RoundArrays(parts, group_results, lag, group_lag_seconds(lag.seconds, groups),
+                             self._retention(data, committed, parts.status, now))
         return ClusterEvaluation(
             cluster, now, time.monotonic() - started, data=data, arrays=arrays, states=states,
-            stale_groups=stale, burrow=self.options.burrow_err,
+            stale_groups=stale, burrow=self.options.burrow_err, rebalance=self.rebalance,
         )
+
+    def _retention(
+        self, data: EvaluationInput, committed: npt.NDArray[np.int64],
+        status: npt.NDArray[np.int8], now: float,
+    ) -> RetentionArrays | None:
+        """Retention risk per row (:mod:`monitor.rules.retention`): the log start's advance
+        rate up to now against the group's consumption between the window's commits (none
+        where the partition is STOP or STALL; not known with a single commit); an OK
+        partition keeps pace."""
+        if data.log_start is None or data.log_start_first is None \
+                or data.log_start_first_ms is None:
+            return None
+        w = data.windows
+        ls_rate = advance_rate(data.log_start, data.log_start_first, data.log_start_first_ms,
+                               now * 1000.0)
+        rows = np.arange(w.size)
+        newest_ms = w.timestamps_ms[rows, np.maximum(w.counts - 1, 0)].astype(np.float64)
+        span = (newest_ms - w.timestamps_ms[:, 0]) / 1000.0
+        moving = (w.counts >= 2) & (span > 0)
+        consumed = np.where(
+            moving, (committed - w.offsets[:, 0]) / np.where(moving, span, 1.0), np.nan)
+        idle = np.isin(status, (int(Status.STOP), int(Status.STALL)))
+        consumed = np.where(idle, 0.0, np.maximum(consumed, 0.0))
+        return retention_risk(committed, w.current_lag, data.log_start, ls_rate, consumed,
+                              self.retention.warn, keeps_pace=status == int(Status.OK))
 
 
 class PublishedEvaluation(ClusterEvaluation):

@@ -16,6 +16,10 @@ Layout (one :class:`Windows` per cluster):
   spanning quiet periods in few slots); when full, old points are thinned rather than dropped,
   so it reaches back to the first observation with resolution proportional to age. Backward
   points (a stale leader) are rejected.
+* Log starts, one row per (topic, partition) beside the log ends: the first observed log start
+  and the last ``LOG_START_SAMPLES - 1`` changes of it (retention deletes whole segments, so it
+  moves in steps), what the retention risk's advance rate is measured over. A log start that
+  went backwards (the topic recreated) restarts the samples.
 
 Storage rules (Burrow's ``inmemory.go``): a newer commit (higher order) is appended, the
 oldest falling out of a full window; an older one is inserted in order, or dropped if it
@@ -52,6 +56,7 @@ UNKNOWN_LAG = -1
 _SOURCES = {"admin": 0, "offsets_topic": 1}
 _MIN = np.iinfo(np.int64).min
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+LOG_START_SAMPLES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,12 @@ class EvaluationInput:
     partitions: IntArray
     first_observed_ms: IntArray  # when the window's oldest and newest commits were seen
     last_observed_ms: IntArray
+    # The partition's log start: newest, and where its advance rate is measured from with
+    # the time (-1: unknown): the first change kept once two are known (before the first,
+    # whether retention was running is not known), else the first sample.
+    log_start: IntArray | None = None
+    log_start_first: IntArray | None = None
+    log_start_first_ms: IntArray | None = None
 
     def topic_partition(self, i: int) -> tuple[str, int]:
         return self.topic_names[int(self.topic_ids[i])], int(self.partitions[i])
@@ -123,6 +134,9 @@ class Windows:
         self.hist_offsets = np.zeros((capacity, history), dtype=np.int64)
         self.hist_times_ms = np.zeros((capacity, history), dtype=np.int64)
         self.hist_counts = np.zeros(capacity, dtype=np.int64)
+        self.ls_offsets = np.zeros((capacity, LOG_START_SAMPLES), dtype=np.int64)
+        self.ls_times_ms = np.zeros((capacity, LOG_START_SAMPLES), dtype=np.int64)
+        self.ls_counts = np.zeros(capacity, dtype=np.int64)
 
     # ---------------------------------------------------------------- allocation
 
@@ -169,6 +183,7 @@ class Windows:
             row = self._free_leo.pop()
             self.recent_counts[row] = 0
             self.hist_counts[row] = 0
+            self.ls_counts[row] = 0
         else:  # fresh rows past the high mark are zero: nothing to reset
             row = self._next_leo
             self._next_leo += 1
@@ -179,6 +194,9 @@ class Windows:
                 self.hist_offsets = self._grow(self.hist_offsets, size)
                 self.hist_times_ms = self._grow(self.hist_times_ms, size)
                 self.hist_counts = self._grow(self.hist_counts, size)
+                self.ls_offsets = self._grow(self.ls_offsets, size)
+                self.ls_times_ms = self._grow(self.ls_times_ms, size)
+                self.ls_counts = self._grow(self.ls_counts, size)
         self._leo_rows[tp] = row
         return row
 
@@ -298,6 +316,23 @@ class Windows:
             self._thin(full, t_ms)
         t = np.full(rg.size, t_ms, dtype=np.int64)
         self._push(rg, self.hist_counts, (self.hist_offsets, self.hist_times_ms), (e[grow], t))
+
+    def put_log_starts(self, leo_rows: npt.ArrayLike, starts: npt.ArrayLike, t_ms: int) -> None:
+        """One refresh round of log starts: a changed value is a new sample (the oldest
+        falling out of a full row), an unchanged one adds nothing, a lower one restarts the
+        row from it."""
+        r = np.asarray(leo_rows, dtype=np.int64)
+        v = np.asarray(starts, dtype=np.int64)
+        if r.size == 0:
+            return
+        cnt = self.ls_counts[r]
+        newest = self.ls_offsets[r, np.maximum(cnt - 1, 0)]
+        back = (cnt > 0) & (v < newest)
+        self.ls_counts[r[back]] = 0
+        cnt = self.ls_counts[r]
+        moved = (cnt == 0) | (v > newest)
+        t = np.full(int(moved.sum()), t_ms, dtype=np.int64)
+        self._push(r[moved], self.ls_counts, (self.ls_offsets, self.ls_times_ms), (v[moved], t))
 
     def _thin(self, rows: IntArray, now_ms: int) -> None:
         """Make room in full histories: remove the points whose removal widens the gap least
@@ -559,10 +594,16 @@ class Windows:
         )
         observed_first = self.observed_ms.reshape(-1)[base + first]
         observed_last = self.observed_ms.reshape(-1)[base + np.maximum(stored - 1, 0)]
+        lcnt = self.ls_counts[leo]
+        known_start = lcnt > 0
+        base = np.where(lcnt >= 3, 1, 0)
         return EvaluationInput(
             windows, history, gid, names,
             self.row_topic[rows], list(self._topic_names), self.row_partition[rows],
             observed_first, observed_last,
+            log_start=np.where(known_start, self.ls_offsets[leo, np.maximum(lcnt - 1, 0)], -1),
+            log_start_first=np.where(known_start, self.ls_offsets[leo, base], -1),
+            log_start_first_ms=np.where(known_start, self.ls_times_ms[leo, base], -1),
         )
 
     def _gather_recent(self, leo: IntArray) -> IntArray:
