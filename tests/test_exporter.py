@@ -32,6 +32,7 @@ from monitor.dev.localkafka.workload import (
 from monitor.evaluate.job import Evaluator, PartitionStatus
 from monitor.ingest.base import Collector
 from monitor.ingest.offsets_topic import OffsetsTopicCollector
+from monitor.model import metric_catalogue as catalogue
 from monitor.model.observations import BrokerOffsets, CommitBatch, GroupMember, GroupMembership
 from monitor.serve.http.app import build_app
 from monitor.serve.metrics import lag as exporter_module
@@ -63,13 +64,15 @@ class World:
     further behind at every commit, ``stop`` commits with some lag until ``stop_at`` and then
     never again (no members); ``members-only`` has members and never committed."""
 
-    def __init__(self, stop_at: float = T0 + 5, **config: object) -> None:
+    def __init__(self, stop_at: float = T0 + 5, log_start_rate: float = 0.0,
+                 **config: object) -> None:
         self.store = Store(EvaluatorConfig(window=5, min_distance=0.5, **config))  # type: ignore[arg-type]
         self.fresh: float | None = None  # the offsets-topic reader's freshness
         self.evaluator = Evaluator(
             self.store, self.store.evaluator_config, lambda _c: self.fresh, stale_after=5
         )
         self.stop_at = stop_at
+        self.log_start_rate = log_start_rate  # retention deleting records at this rate
         self.order = 0
         self.committed: dict[tuple[str, str, int], int] = {}
 
@@ -89,14 +92,15 @@ class World:
         for tp, p in rows:
             self.committed[(group, tp, p)] = offset
 
-    def members(self, t: float, group: str, n: int, state: str | None = None) -> None:
+    def members(self, t: float, group: str, n: int, state: str | None = None,
+                generation: int = 1) -> None:
         """``n`` members sharing TOPICS' partitions round-robin (member ``i`` owns every
         ``n``-th); the ODD group's members have ids and client ids that need escaping."""
         tps = [(tp, p) for tp, k in TOPICS.items() for p in range(k)]
         self.store.put_group(GroupMembership(
             cluster=C, group=group, source="offsets_topic", observed_at=t,
             state=state or ("Stable" if n else "Empty"), protocol_type="consumer",
-            protocol="range", generation=1,
+            protocol="range", generation=generation,
             members=tuple(GroupMember(
                 f"m{i}" + (ODD if group == ODD else ""),
                 f"client-{i}" + (ODD if group == ODD else ""),
@@ -112,7 +116,8 @@ class World:
             leo = self.leo(t)
             rows = [(tp, p) for tp, n in TOPICS.items() for p in range(n)]
             self.store.put_broker_offsets(BrokerOffsets(
-                C, t, [tp for tp, _ in rows], [p for _, p in rows], [LOG_START] * len(rows),
+                C, t, [tp for tp, _ in rows], [p for _, p in rows],
+                [LOG_START + int((t - T0) * self.log_start_rate)] * len(rows),
                 [leo] * len(rows)))
             if not reader_up:
                 continue
@@ -427,13 +432,16 @@ def library_families(world: World, partition_series: bool) -> list[Metric]:
     renderer reads) and the store's log offsets."""
     ev = world.evaluator.result(C)
     assert ev is not None
-    families = {name: Metric(name, doc, "gauge")
+    kinds = {name: catalogue.entry(name).kind
+             for name, _ in rendered_family_names(partition_series)}
+    families = {name: Metric(name, doc, kinds[name])
                 for name, doc in rendered_family_names(partition_series)}
 
     def add(name: str, value: float, **labels: object) -> None:
         if name in families:  # the other form's families are not exported
+            sample = f"{name}_total" if kinds[name] == "counter" else name
             families[name].add_sample(
-                name, {"cluster": C, **{k: str(v) for k, v in labels.items()}}, value)
+                sample, {"cluster": C, **{k: str(v) for k, v in labels.items()}}, value)
 
     for group in ev.group_names():
         g = ev.group(group)
@@ -449,6 +457,26 @@ def library_families(world: World, partition_series: bool) -> list[Metric]:
         add("kafka_consumergroup_members", g.members, group=group)
         add("kafka_monitor_group_stale", int(g.stale), group=group)
         add("kafka_monitor_group_info", 1, group=group, state=g.state or "Unknown")
+        lc = g.lifecycle
+        add("kafka_consumergroup_rebalances", lc.rebalances if lc else 0, group=group)
+        add("kafka_consumergroup_rebalancing_seconds", lc.rebalancing_seconds if lc else 0,
+            group=group)
+        add("kafka_consumergroup_member_changes", lc.members_joined if lc else 0, group=group,
+            change="joined")
+        add("kafka_consumergroup_member_changes", lc.members_left if lc else 0, group=group,
+            change="left")
+        for state in catalogue.GROUP_STATES:
+            add("kafka_consumergroup_state", int(state == (g.state or "Unknown")), group=group,
+                state=state)
+        add("kafka_monitor_group_rebalance_storm", int(lc.storm) if lc else 0, group=group)
+        r = g.retention
+        add("kafka_monitor_group_retention_risk", ["OK", "WARN", "LOST"].index(r.risk) if r
+            else 0, group=group)
+        add("kafka_consumergroup_group_sum_lost_records", r.lost_records if r else 0,
+            group=group)
+        if r is not None and r.time_to_loss_seconds is not None:
+            add("kafka_consumergroup_group_min_time_to_loss_seconds", r.time_to_loss_seconds,
+                group=group)
         if g.state not in (None, "Empty", "Dead"):
             for member in g.member_list:
                 for topic, partition in member.assignment:
@@ -464,6 +492,13 @@ def library_families(world: World, partition_series: bool) -> list[Metric]:
             add("kafka_consumergroup_group_lag", part.current_lag, **labels)
             add("kafka_consumergroup_group_lag_seconds", part.lag_seconds, **labels)
             add("kafka_monitor_partition_status", STATUS_WORDS.index(part.status), **labels)
+            pr = part.retention
+            if pr is not None:
+                add("kafka_consumergroup_group_lead", pr.lead, **labels)
+                add("kafka_consumergroup_group_lost_records", pr.lost_records, **labels)
+                if pr.time_to_loss_seconds is not None:
+                    add("kafka_consumergroup_group_time_to_loss_seconds",
+                        pr.time_to_loss_seconds, **labels)
         for topic, parts in by_topic.items():
             labels = dict(group=group, topic=topic)
             add("kafka_consumergroup_group_topic_sum_lag", sum(x.current_lag for x in parts),
@@ -481,7 +516,7 @@ def library_families(world: World, partition_series: bool) -> list[Metric]:
         add("kafka_topic_current_offset_sum", sum(o.log_end for o in ends), topic=topic)
         add("kafka_topic_oldest_offset_sum", sum(o.log_start for o in ends), topic=topic)
         add("kafka_topic_partitions", len(ends), topic=topic)
-    return list(families.values())
+    return [f for f in families.values() if f.samples]  # as ours: no empty family
 
 
 def comment_lines(text: str) -> list[str]:
@@ -496,13 +531,21 @@ def sample_lines(text: str) -> dict[str, float]:
     return series
 
 
+@pytest.mark.parametrize("retention", ["kept", "deleting"])
 @pytest.mark.parametrize("partition_series", [True, False])
-def test_rendered_text_is_what_prometheus_client_writes(world: World,
-                                                        partition_series: bool) -> None:
+def test_rendered_text_is_what_prometheus_client_writes(world: World, partition_series: bool,
+                                                        retention: str) -> None:
     """The hand-written text against prometheus_client's own writer for the same values: the
     same HELP and TYPE lines in the same order, every series written byte for byte the same
     (names, label order, label escaping: the ODD group), the same values (the library writes
-    ``42.0`` and ``1.2e+07`` where we write integers; seconds are rounded to 1 ms)."""
+    ``42.0`` and ``1.2e+07`` where we write integers; seconds are rounded to 1 ms).
+    ``deleting``: retention deletes faster than ``stop`` and ``warn`` read, so they have lost
+    records, and a group rebalanced: the retention and lifecycle families have values."""
+    if retention == "deleting":
+        world = World(log_start_rate=5.5)
+        world.run(T0 + 1, T0 + 10)
+        world.members(T0 + 10, "ok", 2, generation=2)  # a member joined: a rebalance
+        world.evaluator.run_once(T0 + 10.5)
     ours = Exposition(world, partition_series).exporter.text().decode()
     registry = CollectorRegistry()
     registry.register(Families(library_families(world, partition_series)))
@@ -512,6 +555,15 @@ def test_rendered_text_is_what_prometheus_client_writes(world: World,
     owner_lines = [line for line in sample_lines(ours) if line.startswith(f"{OWNER}{{")]
     assert len(owner_lines) == (12 if partition_series else 0)  # 3 each: ok, warn, ODD, m-only
     assert sample_lines(ours) == pytest.approx(sample_lines(theirs), abs=1e-3)
+    if retention == "deleting":
+        series = sample_lines(ours)
+        assert series[f'kafka_consumergroup_rebalances_total{{cluster="{C}",group="ok"}}'] == 1
+        assert series[f'kafka_monitor_group_retention_risk{{cluster="{C}",group="stop"}}'] == 2
+        # stop committed leo - 3 = 52 at T0 + 5; the log start is 5 + 10 * 5.5 = 60 at T0 + 10:
+        # 8 records lost on each of its 3 partitions
+        assert series[
+            f'kafka_consumergroup_group_sum_lost_records{{cluster="{C}",group="stop"}}'
+        ] == 3 * 8
     # And the whole /metrics text: one HELP and one TYPE per family, each family contiguous.
     types = [line.split()[2] for line in comment_lines(Exposition(world).text())
              if line.startswith("# TYPE")]

@@ -107,6 +107,46 @@ GROUP_FAMILIES = (
     _g("kafka_monitor_group_info", "Kafka's group state in the state label (value 1).",
        (*_CG, "state")),
 )
+#: Retention risk per group-partition (``monitor/rules/retention.py``), rendered with the
+#: partition families.
+RETENTION_PARTITION_FAMILIES = (
+    _g("kafka_consumergroup_group_lead",
+       "Committed offset minus log-start offset: records retention keeps behind the group "
+       "(negative: records were deleted unread).", _CGTP),
+    _g("kafka_consumergroup_group_lost_records",
+       "Records deleted by retention before the group read them (log start past the "
+       "committed offset).", _CGTP),
+    _g("kafka_consumergroup_group_time_to_loss_seconds",
+       "Estimated seconds until retention deletes the group's next unread record (only where "
+       "estimable: lag, an advancing log start, a consumer slower than it).", _CGTP),
+)
+GROUP_STATES = ("Stable", "Empty", "PreparingRebalance", "CompletingRebalance", "Dead",
+                "Assigning", "Reconciling", "Unknown")
+"""The states of ``kafka_consumergroup_state`` (0.9's AwaitingSync is CompletingRebalance)."""
+#: Group lifecycle and retention risk per group (``monitor/store/lifecycle.py``), rendered
+#: with the group families.
+GROUP_LIFECYCLE_FAMILIES = (
+    _c("kafka_consumergroup_rebalances",
+       "Rebalances the group completed (exact from generations; from Admin API reads, at "
+       "least this many).", _CG),
+    _c("kafka_consumergroup_rebalancing_seconds",
+       "Time the group was seen rebalancing (Admin API reads; read-interval resolution).", _CG),
+    _c("kafka_consumergroup_member_changes",
+       "Members that joined or left the group (change: joined, left).", (*_CG, "change")),
+    _g("kafka_consumergroup_state",
+       f"1 for the group's Kafka state, 0 for the others ({', '.join(GROUP_STATES)}).",
+       (*_CG, "state")),
+    _g("kafka_monitor_group_rebalance_storm",
+       "1 when the group rebalanced more than rebalance.storm_count times within "
+       "rebalance.storm_window.", _CG),
+    _g("kafka_monitor_group_retention_risk",
+       "Retention risk, worst partition: 0 OK, 1 WARN (time to loss below retention.warn), "
+       "2 LOST (records deleted unread).", _CG),
+    _g("kafka_consumergroup_group_sum_lost_records",
+       "Records deleted unread, summed over the group's partitions.", _CG),
+    _g("kafka_consumergroup_group_min_time_to_loss_seconds",
+       "Soonest estimated loss among the group's partitions (only where estimable).", _CG),
+)
 TOPIC_PARTITION_FAMILIES = (
     _g("kafka_topic_partition_current_offset",
        "Log-end offset (high watermark) of the partition.", _CTP),
@@ -272,6 +312,7 @@ CATALOGUE: dict[str, Family] = {
     f.name: f
     for f in (
         *PARTITION_FAMILIES, *OWNER_FAMILIES, *GROUP_TOPIC_FAMILIES, *GROUP_FAMILIES,
+        *RETENTION_PARTITION_FAMILIES, *GROUP_LIFECYCLE_FAMILIES,
         *TOPIC_PARTITION_FAMILIES, *TOPIC_FAMILIES, *_EVALUATION, *_COLLECTORS,
         *COLLECTOR_COUNTERS, *_HTTP, *_PROCESS, *_STATE, *_HEALTH, *_MIRROR,
         *(f for prefix, scope in CANARY_SCOPES for f in _canary(prefix, scope)),

@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from monitor.model.observations import GroupMember
-from monitor.model.verdicts import CommitPoint, GroupStatus, PartitionStatus
+from monitor.model.verdicts import (
+    CommitPoint,
+    GroupLifecycleStatus,
+    GroupRetention,
+    GroupStatus,
+    PartitionStatus,
+    RetentionRisk,
+    StateChange,
+)
 
 
 def _point(p: CommitPoint | None) -> dict[str, Any] | None:
@@ -36,6 +44,45 @@ def partition_json(p: PartitionStatus) -> dict[str, Any]:
         "complete": p.complete,
         "lag_seconds": p.lag_seconds,
         "lag_seconds_lower_bound": p.lag_seconds_lower_bound,
+        "retention": _retention(p.retention),
+    }
+
+
+def _retention(r: RetentionRisk | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {"risk": r.risk, "lead": r.lead, "lost_records": r.lost_records,
+            "time_to_loss_seconds": r.time_to_loss_seconds,
+            "time_to_loss_reason": r.time_to_loss_reason, "log_start_rate": r.log_start_rate}
+
+
+def _group_retention(r: GroupRetention | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {"risk": r.risk, "lost_records": r.lost_records,
+            "time_to_loss_seconds": r.time_to_loss_seconds,
+            "partitions_at_risk": r.partitions_at_risk}
+
+
+def _lifecycle(lc: GroupLifecycleStatus | None) -> dict[str, Any] | None:
+    if lc is None:
+        return None
+    return {
+        "rebalances": lc.rebalances,
+        "rebalancing_seconds": lc.rebalancing_seconds,
+        "rebalancing": lc.rebalancing,
+        "last_rebalance_at": lc.last_rebalance_at,
+        "last_cause": lc.last_cause,
+        "members_joined": lc.members_joined,
+        "members_left": lc.members_left,
+        "storm": lc.storm,
+        "recent_rebalances": lc.recent_rebalances,
+        "counted_from": lc.counted_from,
+        "history": [
+            {"at": c.at, "state": c.state, "generation": c.generation, "members": c.members,
+             "rebalances": c.rebalances, "cause": c.cause}
+            for c in lc.history
+        ],
     }
 
 
@@ -66,6 +113,8 @@ def status_json(g: GroupStatus, only_non_ok: bool) -> dict[str, Any]:
         "stale": g.stale,
         "offsets_age_seconds": g.offsets_age_seconds,
         "evaluated_at": g.evaluated_at,
+        "retention": _group_retention(g.retention),
+        "lifecycle": _lifecycle(g.lifecycle),
     }
 
 
@@ -103,6 +152,54 @@ def partition_from_json(d: Mapping[str, Any]) -> PartitionStatus:
         current_lag=int(d["current_lag"]), lag_seconds=float(d["lag_seconds"]),
         lag_seconds_lower_bound=bool(d["lag_seconds_lower_bound"]),
         complete=float(d["complete"]), owner=str(d["owner"]), client_id=str(d["client_id"]),
+        retention=_retention_from(d.get("retention")),
+    )
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _retention_from(d: Mapping[str, Any] | None) -> RetentionRisk | None:
+    if d is None:
+        return None
+    reason = d["time_to_loss_reason"]
+    return RetentionRisk(
+        risk=str(d["risk"]), lead=int(d["lead"]), lost_records=int(d["lost_records"]),
+        time_to_loss_seconds=_opt_float(d["time_to_loss_seconds"]),
+        time_to_loss_reason=None if reason is None else str(reason),
+        log_start_rate=float(d["log_start_rate"]),
+    )
+
+
+def _group_retention_from(d: Mapping[str, Any] | None) -> GroupRetention | None:
+    if d is None:
+        return None
+    return GroupRetention(
+        risk=str(d["risk"]), lost_records=int(d["lost_records"]),
+        time_to_loss_seconds=_opt_float(d["time_to_loss_seconds"]),
+        partitions_at_risk=int(d["partitions_at_risk"]),
+    )
+
+
+def _lifecycle_from(d: Mapping[str, Any] | None) -> GroupLifecycleStatus | None:
+    if d is None:
+        return None
+    history = tuple(
+        StateChange(float(c["at"]), str(c["state"]),
+                    None if c["generation"] is None else int(c["generation"]),
+                    int(c["members"]), int(c["rebalances"]),
+                    None if c["cause"] is None else str(c["cause"]))
+        for c in d["history"]
+    )
+    cause = d["last_cause"]
+    return GroupLifecycleStatus(
+        rebalances=int(d["rebalances"]), rebalancing_seconds=float(d["rebalancing_seconds"]),
+        rebalancing=bool(d["rebalancing"]), last_rebalance_at=_opt_float(d["last_rebalance_at"]),
+        last_cause=None if cause is None else str(cause),
+        members_joined=int(d["members_joined"]), members_left=int(d["members_left"]),
+        storm=bool(d["storm"]), recent_rebalances=int(d["recent_rebalances"]),
+        counted_from=str(d["counted_from"]), history=history,
     )
 
 
@@ -130,4 +227,6 @@ def group_from_json(d: Mapping[str, Any], *, stale: bool | None = None) -> Group
         stale=bool(d["stale"]) if stale is None else stale,
         offsets_age_seconds=None if age is None else float(age),
         evaluated_at=float(d["evaluated_at"]),
+        retention=_group_retention_from(d.get("retention")),
+        lifecycle=_lifecycle_from(d.get("lifecycle")),
     )

@@ -99,6 +99,7 @@ integers, exact beyond 2**53, where prometheus_client would write ``1.2345678e+0
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -114,8 +115,9 @@ from monitor.evaluate.job import ClusterEvaluation, Evaluator
 from monitor.ingest.base import Collector as MonitorCollector
 from monitor.model import metric_catalogue as catalogue
 from monitor.model.observations import GroupMembership
-from monitor.model.verdicts import GroupStatus
+from monitor.model.verdicts import GroupLifecycleStatus, GroupStatus
 from monitor.rules import Status
+from monitor.rules.retention import RISK_NAMES, RetentionArrays
 from monitor.store.store import PartitionOffsets, Store
 
 STATUS_WORDS = [s.name for s in sorted(Status, key=int)]
@@ -134,14 +136,23 @@ _GROUP_TOPIC_FAMILIES = [(f.name, f.help) for f in catalogue.GROUP_TOPIC_FAMILIE
 _GROUP_FAMILIES = [(f.name, f.help) for f in catalogue.GROUP_FAMILIES]
 _TOPIC_PARTITION_FAMILIES = [(f.name, f.help) for f in catalogue.TOPIC_PARTITION_FAMILIES]
 _TOPIC_FAMILIES = [(f.name, f.help) for f in catalogue.TOPIC_FAMILIES]
+_RETENTION_FAMILIES = [(f.name, f.help) for f in catalogue.RETENTION_PARTITION_FAMILIES]
+_LIFECYCLE_FAMILIES = [(f.name, f.help) for f in catalogue.GROUP_LIFECYCLE_FAMILIES]
+_STATE_ALIASES = {"AwaitingSync": "CompletingRebalance"}  # 0.9's name for it
 
 
 def rendered_family_names(partition_series: bool) -> list[tuple[str, str]]:
     """The text-rendered families (name, help) for the chosen form, in exposition order."""
     if partition_series:
-        return [*_PARTITION_FAMILIES, *_OWNER_FAMILIES, *_GROUP_TOPIC_FAMILIES,
-                *_GROUP_FAMILIES, *_TOPIC_PARTITION_FAMILIES]
-    return [*_GROUP_TOPIC_FAMILIES, *_GROUP_FAMILIES, *_TOPIC_FAMILIES]
+        return [*_PARTITION_FAMILIES, *_RETENTION_FAMILIES, *_OWNER_FAMILIES,
+                *_GROUP_TOPIC_FAMILIES, *_GROUP_FAMILIES, *_LIFECYCLE_FAMILIES,
+                *_TOPIC_PARTITION_FAMILIES]
+    return [*_GROUP_TOPIC_FAMILIES, *_GROUP_FAMILIES, *_LIFECYCLE_FAMILIES, *_TOPIC_FAMILIES]
+
+
+def _sample_name(name: str) -> str:
+    """The name samples carry: counters end in ``_total`` (the catalogue's names do not)."""
+    return f"{name}_total" if catalogue.entry(name).kind == "counter" else name
 
 
 def _esc(value: str) -> str:
@@ -247,6 +258,8 @@ def render_cluster(
             out[f_lag] = _lines(f_lag, pl, cur.tolist())
             out[f_lsec] = _lines(f_lsec, pl, secs)
             out[f_pst] = _lines(f_pst, pl, status_rows.tolist())
+            if ev.retention is not None:
+                out.update(_retention_partition_lines(ev.retention, pl))
 
     extra_sum = [g.totallag if g is not None else 0 for g in extra_status]
     extra_max = [g.maxlag.current_lag if g is not None and g.maxlag is not None else 0
@@ -267,8 +280,121 @@ def render_cluster(
     out[f_stale] = _lines(f_stale, glabels, [int(n in ev.stale_groups) for n in all_names])
     out[f_info] = "".join([f'{f_info}{{{lab},state="{s}"}} 1\n'
                            for lab, s in zip(glabels, kafka_states, strict=True)])
+    out.update(_lifecycle_lines(ev, all_names, glabels, extra_status))
+    out.update(_retention_group_lines(ev, names, glabels, extra_status))
     out.update(_render_topics(cluster, offsets, partition_series))
     return {k: v for k, v in out.items() if v}
+
+
+def _retention_partition_lines(ret: RetentionArrays, pl: list[str]) -> dict[str, str]:
+    """Lead and lost records where the log start is known; time to loss where estimable."""
+    (f_lead, _), (f_lost, _), (f_ttl, _) = _RETENTION_FAMILIES
+    known = np.flatnonzero(ret.known).tolist()
+    lead, lost = ret.lead.tolist(), ret.lost.tolist()
+    ttl = np.round(ret.time_to_loss, 3)
+    est = np.flatnonzero(np.isfinite(ttl)).tolist()
+    ttl_list = ttl.tolist()
+    return {
+        f_lead: "".join([f"{f_lead}{{{pl[i]}}} {lead[i]}\n" for i in known]),
+        f_lost: "".join([f"{f_lost}{{{pl[i]}}} {lost[i]}\n" for i in known]),
+        f_ttl: "".join([f"{f_ttl}{{{pl[i]}}} {ttl_list[i]}\n" for i in est]),
+    }
+
+
+def _retention_group_lines(
+    ev: ClusterEvaluation, names: list[str], glabels: list[str],
+    extra: list[GroupStatus | None],
+) -> dict[str, str]:
+    """Per group: the worst partition's risk, lost records summed, the soonest loss. Groups
+    in the round's arrays from them; the others (published verdicts) from their status."""
+    _, _, _, _, _, (f_risk, _), (f_lost, _), (f_ttl, _) = _LIFECYCLE_FAMILIES
+    ret, d = ev.retention, ev.data
+    risk: list[int] = []
+    lost: list[int] = []
+    ttl: list[float] = []
+    if names and ret is not None and d is not None:
+        n = len(names)
+        gid = d.group_ids
+        r = np.zeros(n, dtype=np.int64)
+        np.maximum.at(r, gid, ret.risk.astype(np.int64))
+        lo = np.zeros(n, dtype=np.int64)
+        np.add.at(lo, gid, ret.lost)
+        t = np.full(n, np.inf)
+        np.minimum.at(t, gid, np.where(np.isfinite(ret.time_to_loss), ret.time_to_loss, np.inf))
+        risk, lost, ttl = r.tolist(), lo.tolist(), np.round(t, 3).tolist()
+    else:
+        risk, lost, ttl = [0] * len(names), [0] * len(names), [math.inf] * len(names)
+    for g in extra:
+        gr = g.retention if g is not None else None
+        risk.append(RISK_NAMES.index(gr.risk) if gr is not None else 0)
+        lost.append(gr.lost_records if gr is not None else 0)
+        soonest = gr.time_to_loss_seconds if gr is not None else None
+        ttl.append(math.inf if soonest is None else soonest)
+    return {
+        f_risk: _lines(f_risk, glabels, risk),
+        f_lost: _lines(f_lost, glabels, lost),
+        f_ttl: "".join([f"{f_ttl}{{{lab}}} {v}\n"
+                        for lab, v in zip(glabels, ttl, strict=True) if v != math.inf]),
+    }
+
+
+def _lifecycle_lines(
+    ev: ClusterEvaluation, all_names: list[str], glabels: list[str],
+    extra: list[GroupStatus | None],
+) -> dict[str, str]:
+    """Rebalance counters, member changes, the state set and the storm flag per group, from
+    the store's lifecycle (a group without one: zeros, state Unknown); published verdicts
+    (``offsets_source: pipeline``) from their own lifecycle."""
+    (f_reb, _), (f_secs, _), (f_chg, _), (f_state, _), (f_storm, _), *_ = _LIFECYCLE_FAMILIES
+    n_arrays = len(all_names) - len(extra)
+    published = dict(zip(all_names[n_arrays:], extra, strict=True))
+    now = ev.evaluated_at
+    rb = ev.rebalance
+    reb: list[int] = []
+    secs: list[float] = []
+    joined: list[int] = []
+    left: list[int] = []
+    states: list[str] = []
+    storm: list[int] = []
+    for name in all_names:
+        st = ev.states.get(name)
+        lc = st.lifecycle if st is not None else None
+        status: GroupLifecycleStatus | None
+        if lc is not None:
+            status = lc.status(now, rb.storm_count, rb.storm_window)
+        else:
+            g = published.get(name)
+            status = g.lifecycle if g is not None else None
+        if status is None:
+            reb.append(0)
+            secs.append(0.0)
+            joined.append(0)
+            left.append(0)
+            storm.append(0)
+        else:
+            reb.append(status.rebalances)
+            secs.append(status.rebalancing_seconds)
+            joined.append(status.members_joined)
+            left.append(status.members_left)
+            storm.append(int(status.storm))
+        m = st.membership if st is not None else None
+        state = m.state if m is not None else "Unknown"  # as kafka_monitor_group_info
+        states.append(_STATE_ALIASES.get(state, state))
+    reb_name, secs_name, chg_name = (_sample_name(f) for f in (f_reb, f_secs, f_chg))
+    return {
+        f_reb: _lines(reb_name, glabels, reb),
+        f_secs: _lines(secs_name, glabels, secs),
+        f_chg: "".join([
+            f'{chg_name}{{change="joined",{lab}}} {j}\n{chg_name}{{change="left",{lab}}} {lv}\n'
+            for lab, j, lv in zip(glabels, joined, left, strict=True)
+        ]),
+        f_state: "".join([
+            f'{f_state}{{{lab},state="{k}"}} {1 if k == state else 0}\n'
+            for lab, state in zip(glabels, states, strict=True)
+            for k in catalogue.GROUP_STATES
+        ]),
+        f_storm: _lines(f_storm, glabels, storm),
+    }
 
 
 def _owner_lines(name: str, cluster: str, group: str, m: GroupMembership) -> list[str]:
@@ -339,7 +465,9 @@ def exposition_text(
     for name, documentation in families:
         bodies = [c.families[name] for c in clusters if name in c.families]
         if bodies:
-            parts.append(f"# HELP {name} {_help(documentation)}\n# TYPE {name} gauge\n")
+            kind = catalogue.entry(name).kind
+            shown = _sample_name(name)
+            parts.append(f"# HELP {shown} {_help(documentation)}\n# TYPE {shown} {kind}\n")
             parts.extend(bodies)
     return "".join(parts).encode()
 
