@@ -1,6 +1,7 @@
 """One consumer group in detail: its status and Kafka state, members, status over time per
 topic and per partition, lag per partition in offsets and seconds, consume vs produce rates,
-and who owns each partition now.
+who owns each partition now, its state timeline and rebalances, and its retention risk (lead,
+time to loss, records lost).
 
 Per-partition panels (the owners table too) need ``exporter.partition_series: true`` (the
 default); the per-topic panels work in both forms.
@@ -45,6 +46,24 @@ def _timeline(title: str, queries: list[tuple[str, str]], description: str) -> S
         colorMode="fixed", showValue="never", mergeValues=True, rowHeight=0.8,
         extraJson={"fieldConfig": {"defaults": {"color": {"mode": "fixed",
                                                           "fixedColor": "green"}}}},
+    )
+
+
+RETENTION_RISK = [("OK", "green"), ("WARN", "orange"), ("LOST", "red")]
+
+
+def _state_timeline() -> StateTimeline:
+    """One row per Kafka state the group was in (the state set's 1s)."""
+    return StateTimeline(
+        title="Group state over time", dataSource=DATASOURCE,
+        description="Kafka's state of the group (Stable, PreparingRebalance, "
+        "CompletingRebalance, Empty, Dead, ...), one row per state, filled while the group is "
+        "in it: rebalances show as blips out of Stable.",
+        targets=[target(f"kafka_consumergroup_state{{{SEL}}} == 1", "{{state}}")],
+        mappings=[{"type": "value", "options": {"1": {"text": "in state", "index": 0}}}],
+        colorMode="fixed", showValue="never", mergeValues=True, rowHeight=0.8,
+        extraJson={"fieldConfig": {"defaults": {"color": {"mode": "fixed",
+                                                          "fixedColor": "blue"}}}},
     )
 
 
@@ -146,6 +165,49 @@ def build() -> Dashboard:
         ]),
         (10, [
             (24, _owners_table()),
+        ]),
+        (4, [
+            (6, _stat("Rebalances (window)", f"kafka_monitor_group_rebalance_storm{{{SEL}}}",
+                      mappings=[{"type": "value", "options": {
+                          "0": {"text": "no storm", "color": "green", "index": 0},
+                          "1": {"text": "STORM", "color": "red", "index": 1}}}],
+                      thresholds=steps((None, "green"), (1, "red")))),
+            (6, _stat("Rebalances (total)", f"kafka_consumergroup_rebalances_total{{{SEL}}}")),
+            (6, _stat("Retention risk", f"kafka_monitor_group_retention_risk{{{SEL}}}",
+                      mappings=value_mappings(RETENTION_RISK), color_mode="background",
+                      thresholds=steps((None, "transparent")))),
+            (6, _stat("Records lost to retention",
+                      f"kafka_consumergroup_group_sum_lost_records{{{SEL}}}", "short",
+                      thresholds=steps((None, "green"), (1, "red")))),
+        ]),
+        (7, [
+            (12, _state_timeline()),
+            (12, series("Rebalances",
+                         [(f"increase(kafka_consumergroup_rebalances_total{{{SEL}}}"
+                           "[$__rate_interval])", "rebalances"),
+                          (f"increase(kafka_consumergroup_rebalancing_seconds_total{{{SEL}}}"
+                           "[$__rate_interval])", "seconds rebalancing"),
+                          (f"increase(kafka_consumergroup_member_changes_total{{{SEL}}}"
+                           "[$__rate_interval])", "members {{change}}")],
+                         "none", "Rebalances completed, time spent rebalancing and members "
+                         "joining or leaving, per interval. More than rebalance.storm_count "
+                         "rebalances within rebalance.storm_window is a storm.")),
+        ]),
+        (8, [
+            (12, series("Lead per partition (records retention keeps behind the group)",
+                         [(f"kafka_consumergroup_group_lead{{{SEL}}}",
+                           "{{topic}} [{{partition}}]")], "short",
+                         "Committed offset minus log-start offset: a lead shrinking to 0 "
+                         "means retention is about to delete records the group has not read "
+                         "(negative: it has).")),
+            (12, series("Time to loss per partition",
+                         [(f"kafka_consumergroup_group_time_to_loss_seconds{{{SEL}}}",
+                           "{{topic}} [{{partition}}]")], "s",
+                         "Estimated time until retention deletes the partition's next unread "
+                         "record, where the log start outpaces the group; below "
+                         "retention.warn (1 h) the group is at risk.",
+                         thresholds=steps((None, "red"), (3600, "green")),
+                         thresholdsStyleMode="line")),
         ]),
     ])
     return dashboard(

@@ -12,7 +12,12 @@ from typing import Any
 from urllib.parse import quote
 
 from monitor.evaluate.history import LagHistory
-from monitor.model.observations import CommitBatch, GroupMember, GroupMembership
+from monitor.model.observations import (
+    BrokerOffsets,
+    CommitBatch,
+    GroupMember,
+    GroupMembership,
+)
 from monitor.service import Service
 from tests.test_api import T0, TOPIC, C, Call, run
 
@@ -124,12 +129,14 @@ def test_group_page_says_why_and_shows_the_window() -> None:
     async def check(service: Service, call: Call) -> None:
         status, html = await call("GET", f"/ui/group/{C}/gone")
         assert status == 200
-        rows = [r for r in parse(html, "partitions").rows[1:] if len(r) >= 9]
+        rows = [r for r in parse(html, "partitions").rows[1:] if len(r) >= 10]
         assert [(r[0][-4:], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
             ("STOP", TOPIC, "0", "500", "1000", "500"),
             ("STOP", TOPIC, "1", "500", "1000", "500"),
         ]
-        why = rows[0][8]
+        # The log start stayed at 0: nothing deleted, nothing about to be.
+        assert [r[7] for r in rows] == ["lead 500; log start not advancing"] * 2
+        why = rows[0][9]
         assert why.startswith("Last commit") and "offset 500" in why and "lag 500" in why
         assert "window: 5 commits" in why  # the five commits the verdict came from
         window = parse(html, "window").rows[1:]
@@ -201,3 +208,35 @@ def test_history_is_a_bounded_ring_and_survives_a_restart() -> None:
     again.resume(C, {"step": 60})  # another layout: ignored, nothing broken
     assert again.series(C, ["a"]) == h.series(C, ["a"])
     assert LagHistory().slots * 4 == 480  # the default: one hour in 30 s buckets, per group
+
+
+def test_group_page_shows_records_lost_to_retention_and_the_state_history() -> None:
+    """Retention passes the stopped group's committed offset (500) on partition 0 and a
+    member joins the caught-up group (generation 3 -> 4): the stopped group's page says LOST
+    with the exact count, the other's lists the rebalance with its cause."""
+
+    async def check(service: Service, call: Call) -> None:
+        t = T0 + 11
+        service.store.put_broker_offsets(
+            BrokerOffsets(C, t, [TOPIC, TOPIC], [0, 1], [620, 0], [1100, 1100]))
+        service.store.put_group(GroupMembership(
+            cluster=C, group="ok", source="offsets_topic", observed_at=t, state="Stable",
+            protocol_type="consumer", protocol="range", generation=4,
+            members=(GroupMember("m1", "app-1", "/10.1.1.1", ((TOPIC, 0),)),
+                     GroupMember("m2", "app-2", "/10.1.1.2", ((TOPIC, 1),)))))
+        service.evaluator.run_once(t + 0.5)
+        status, html = await call("GET", f"/ui/group/{C}/gone")
+        assert status == 200
+        rows = {r[2]: r for r in parse(html, "partitions").rows[1:] if len(r) >= 10}
+        assert rows["0"][7] == "LOST: 120 records deleted unread"
+        assert rows["1"][7].startswith("lead 500; ")
+        assert "120 records deleted before the group read them" in html
+        status, html = await call("GET", f"/ui/group/{C}/ok")
+        history = parse(html, "states").rows[1:]
+        assert [r[1:] for r in history] == [
+            ["Stable", "4", "2", "1", "member joined"],
+            ["Stable", "3", "1", "0", ""],
+        ]
+        assert "Rebalances" in html and "1, last" in html
+
+    run(check)

@@ -11,7 +11,7 @@ from typing import Any
 from monitor.evaluate.history import LagHistory
 from monitor.ingest.canary.probe import CanaryProbe
 from monitor.ingest.mirror import MirrorCollector
-from monitor.model.verdicts import GroupStatus, PartitionStatus
+from monitor.model.verdicts import GroupStatus, PartitionStatus, RetentionRisk
 from monitor.serve.http.envelope import Served
 from monitor.serve.metrics.health import cluster_health, thresholds_for
 from monitor.serve.page import svg
@@ -134,6 +134,8 @@ def group_page(service: Served, cluster: str, group: str,
             "lag": p.current_lag,
             "lag_text": ("≥ " if p.lag_seconds_lower_bound else "") + duration(p.lag_seconds),
             "owner": p.client_id, "host": p.owner,
+            "retention": retention_text(p.retention),
+            "retention_risk": p.retention.risk if p.retention is not None else None,
             "why": why(p, now),
             "window": [{
                 "offset": e["offset"],
@@ -154,6 +156,53 @@ def group_page(service: Served, cluster: str, group: str,
         "partitions": partitions,
         "chart": svg.chart(times, values[0], now),
         "summary": summarise(g),
+        "retention": _group_retention(g),
+        "lifecycle": _lifecycle(g, now),
+    }
+
+
+def retention_text(r: RetentionRisk | None) -> str:
+    """A partition's retention risk in a few words."""
+    if r is None:
+        return "log start not known"
+    if r.risk == "LOST":
+        return f"LOST: {r.lost_records:,} records deleted unread"
+    lead = f"lead {r.lead:,}"
+    if r.time_to_loss_seconds is not None:
+        return f"{lead}; loss in ~{duration(r.time_to_loss_seconds)}"
+    return f"{lead}; {r.time_to_loss_reason}" if r.time_to_loss_reason else lead
+
+
+def _group_retention(g: GroupStatus) -> dict[str, Any] | None:
+    r = g.retention
+    if r is None:
+        return None
+    if r.risk == "LOST":
+        text = f"{r.lost_records:,} records deleted before the group read them"
+    elif r.time_to_loss_seconds is not None:
+        text = f"unread records expected to be deleted in ~{duration(r.time_to_loss_seconds)}"
+    else:
+        text = "no unread record at risk"
+    return {"risk": r.risk, "css": {"OK": "ok", "WARN": "warn", "LOST": "stop"}[r.risk],
+            "text": text}
+
+
+def _lifecycle(g: GroupStatus, now: float) -> dict[str, Any] | None:
+    lc = g.lifecycle
+    if lc is None:
+        return None
+    return {
+        "rebalances": lc.rebalances,
+        "at_least": lc.counted_from != "generations",
+        "storm": lc.storm,
+        "recent": lc.recent_rebalances,
+        "rebalancing_text": duration(lc.rebalancing_seconds),
+        "last": (f"{duration(now - lc.last_rebalance_at)} ago ({lc.last_cause})"
+                 if lc.last_rebalance_at is not None else "none seen"),
+        "joined": lc.members_joined, "left": lc.members_left,
+        "history": [{"ago": duration(now - c.at), "state": c.state, "generation": c.generation,
+                     "members": c.members, "rebalances": c.rebalances, "cause": c.cause or ""}
+                    for c in reversed(lc.history)],  # newest first
     }
 
 
