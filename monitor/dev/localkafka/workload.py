@@ -836,6 +836,11 @@ def committed_offsets(
 
 def end_offsets(config: Mapping[str, object], topic: str) -> dict[int, int]:
     """High watermark (log end offset) per partition of ``topic``."""
+    return {p: w[1] for p, w in watermark_offsets(config, topic).items()}
+
+
+def watermark_offsets(config: Mapping[str, object], topic: str) -> dict[int, tuple[int, int]]:
+    """(log start, log end) per partition of ``topic``."""
     consumer = Consumer(_client_config(config, **{"group.id": "localkafka-watermarks"}))
     try:
         md = consumer.list_topics(topic, timeout=10)
@@ -843,7 +848,7 @@ def end_offsets(config: Mapping[str, object], topic: str) -> dict[int, int]:
         if tm.error is not None:
             raise KafkaException(tm.error)
         return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             for p in sorted(tm.partitions)
         }
     finally:
