@@ -6,14 +6,16 @@ tests/test_retention_kafka.py."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from monitor.config import EvaluatorConfig, RetentionConfig
+from monitor.config import ClusterConfig, EvaluatorConfig, RetentionConfig, StateConfig
 from monitor.evaluate.job import Evaluator
 from monitor.model.observations import BrokerOffsets, CommitBatch
 from monitor.rules.retention import advance_rate, retention_risk
+from monitor.store.snapshot import StateFile
 from monitor.store.store import Store
 from monitor.store.windows import LOG_START_SAMPLES, Windows
 
@@ -142,3 +144,21 @@ def test_log_start_samples_keep_the_first_and_the_latest_changes() -> None:
     # Backwards (the topic was recreated): the samples start again from it.
     w.put_log_starts([row], [2], 99_000)
     assert int(w.ls_counts[row]) == 1 and int(w.ls_offsets[row, 0]) == 2
+
+
+def test_the_log_start_history_survives_a_restart(tmp_path: Path) -> None:
+    """Saved and loaded with the store: the restarted service knows the log start's advance
+    rate at once, so a stopped group's time to loss is the same before and after."""
+    w = World()
+    for s in range(0, 51, 5):
+        w.step(T0 + s, {"stopped": 12_000} if s == 0 else {"stopped": 13_000} if s == 10
+               else {})
+    before = w.risk("stopped")
+    assert before[0] == "WARN" and before[3] is not None
+    clusters = [ClusterConfig(name=C, bootstrap_servers=["h:9092"])]
+    state = StateFile(StateConfig(path=tmp_path), clusters)
+    assert state.save(w.store)
+    restarted = World()
+    assert state.load(restarted.store) is not None
+    restarted.now = w.now
+    assert restarted.risk("stopped") == before
