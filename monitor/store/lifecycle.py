@@ -123,13 +123,20 @@ def observe(
         frozenset(m.member_id for m in membership.members) if membership is not None
         else frozenset()
     )
-    rebalancing_since = at if state in REBALANCING else None
     if previous is None:
+        rebalancing_since = at if state in REBALANCING else None
         first = StateChange(at, state, generation, len(ids), 0, None)
         return GroupLifecycle(
             state, at, generation, ids, at, rebalancing_since=rebalancing_since,
             history=(first,), exact=generation is not None,
         )
+    if (
+        membership is not None
+        and state == previous.state
+        and generation in (None, previous.generation)
+        and (ids == previous.member_ids or (previous.exact and generation is None))
+    ):
+        return previous  # the usual read: nothing changed (no new object per group and round)
     at = max(at, previous.observed_at)  # the two sources' clocks interleave
     exact = previous.exact or generation is not None
     # Who counts: records of the offsets topic (generations, tombstones), or the Admin API's
