@@ -53,6 +53,14 @@ RULE_FILES = sorted((ROOT / "alerts").glob("*.rules.yml"))
 SHORT_FOR = "5s"
 # Series Prometheus itself makes for every target.
 PROMETHEUS_SERIES = {"up"}
+ONLY_AT_RISK = {
+    "kafka_consumergroup_group_time_to_loss_seconds",
+    "kafka_consumergroup_group_min_time_to_loss_seconds",
+}
+"""Families with a series only while retention is about to delete records a group has not
+read. This stack cannot bring that about: its broker checks retention every 5 minutes, as
+Kafka does by default. tests/test_retention_kafka.py reads them from /metrics on a broker
+that checks every second."""
 
 
 @dataclass
@@ -218,7 +226,8 @@ def test_every_queried_metric_is_exported(stack: Stack) -> None:
     for expr in exprs:
         for name in metric_names(expr) - recorded:
             used.setdefault(name, set()).add("alerts/")
-    wanted = set(used) - PROMETHEUS_SERIES
+    assert catalogue.CATALOGUE.keys() >= ONLY_AT_RISK
+    wanted = set(used) - PROMETHEUS_SERIES - ONLY_AT_RISK
     assert len(wanted) > 40  # the lexer found the queries' names
 
     def missing() -> set[str]:
@@ -298,7 +307,7 @@ def test_every_dashboard_query_runs_on_prometheus(stack: Stack) -> None:
         answer = query(stack, grafana_to_promql(expr, stack))
         if answer["status"] != "success":
             failures.append((uid, title, expr, answer.get("error")))
-        elif not answer["data"]["result"]:
+        elif not answer["data"]["result"] and not metric_names(expr) <= ONLY_AT_RISK:
             empty.append((uid, title, expr))
     assert not failures
     # rate() and increase() need two samples in the window: give those the time to get them.

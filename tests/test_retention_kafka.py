@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -78,6 +79,20 @@ def partition0(monitor: ServiceThread, group: str) -> tuple[GroupStatus, Seen] |
                    r.time_to_loss_seconds)
 
 
+def scrape(monitor: ServiceThread, group: str) -> dict[str, float]:
+    """The group's retention families in /metrics: name -> value (partition 0's for the
+    per-partition ones)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{monitor.service.http_port}/metrics") as r:
+        lines = r.read().decode().splitlines()
+    out = {}
+    for line in lines:
+        name, _, rest = line.partition("{")
+        if f'group="{group}"' in rest and (name.startswith("kafka_consumergroup_group_")
+                                           or name == "kafka_monitor_group_retention_risk"):
+            out[name] = float(line.rpartition(" ")[2])
+    return out
+
+
 def test_a_stopped_group_is_warned_then_lost_exactly_and_a_healthy_one_stays_ok(
     retention_kafka: LocalKafka,
 ) -> None:
@@ -98,11 +113,15 @@ def test_a_stopped_group_is_warned_then_lost_exactly_and_a_healthy_one_stays_ok(
             consumer.start()
             stack.callback(consumer.stop)
 
+        metrics_at_risk: dict[str, float] = {}
+
         def watch() -> bool:
             for group, seen in history.items():
                 found = partition0(monitor, group)
                 if found is not None and (not seen or seen[-1].at != found[1].at):
                     seen.append(found[1])
+            if not metrics_at_risk and history[stopped] and history[stopped][-1].risk == "WARN":
+                metrics_at_risk.update(scrape(monitor, stopped))
             last = history[stopped][-1:] or None
             return last is not None and last[0].risk == "LOST"
 
@@ -117,6 +136,11 @@ def test_a_stopped_group_is_warned_then_lost_exactly_and_a_healthy_one_stays_ok(
         assert first.at + first.time_to_loss == pytest.approx(lost_at, abs=30), warned
         leads = [s.lead for s in warned]
         assert leads == sorted(leads, reverse=True), warned  # the lead shrank
+        # /metrics said so too while it was at risk (read as soon as the API said WARN, about
+        # 50 s before the loss).
+        assert metrics_at_risk["kafka_monitor_group_retention_risk"] == 1, metrics_at_risk
+        assert metrics_at_risk["kafka_consumergroup_group_time_to_loss_seconds"] > 0
+        assert metrics_at_risk["kafka_consumergroup_group_min_time_to_loss_seconds"] > 0
         # The exact count, once the log start stands still: stop producing, and wait for
         # the service to read the same log start as the test.
         producer.stop()
@@ -134,6 +158,12 @@ def test_a_stopped_group_is_warned_then_lost_exactly_and_a_healthy_one_stays_ok(
         assert (final.risk, final.lost) == ("LOST", log_start - committed)
         assert g.retention is not None and g.retention.risk == "LOST"
         assert g.retention.lost_records == log_start - committed
+        exported = scrape(monitor, stopped)
+        assert exported["kafka_monitor_group_retention_risk"] == 2
+        assert exported["kafka_consumergroup_group_lost_records"] == log_start - committed
+        assert exported["kafka_consumergroup_group_sum_lost_records"] == log_start - committed
+        assert exported["kafka_consumergroup_group_lead"] == committed - log_start
+        assert "kafka_consumergroup_group_time_to_loss_seconds" not in exported
         # The healthy group: never at risk, though retention deleted as fast as it read.
         assert history[healthy], "the healthy group was never evaluated"
         assert {s.risk for s in history[healthy]} == {"OK"}, history[healthy]
