@@ -125,9 +125,10 @@ def test_one_jvm_per_round_reads_the_catalogue(
     assert get("active_controller_count") == 1
     assert get("under_replicated_partitions") == 0 and get("offline_partitions") == 0
     assert get("partition_count") >= 4 and get("leader_count") == get("partition_count")
-    assert 0 <= get("request_handler_avg_idle_ratio") <= 1  # type: ignore[operator]
-    # Kafka computes this one from time samples that can overlap, so an idle broker reads a
-    # little over 1 now and then (1.006 seen here): exported as the broker says it.
+    # Kafka computes both idle ratios from time samples that can overlap, so an idle broker
+    # reads a little over 1 now and then (1.006 and 1.000002 seen here): exported as the
+    # broker says it.
+    assert 0 <= get("request_handler_avg_idle_ratio") <= 1.05  # type: ignore[operator]
     assert 0 <= get("network_processor_avg_idle_ratio") <= 1.05  # type: ignore[operator]
     for name in ("bytes_in", "bytes_out", "messages_in", "isr_shrinks", "isr_expands",
                  "bytes_in_per_second", "isr_expands_per_second"):
