@@ -49,6 +49,19 @@ Group series, labels ``cluster, group``:
 * ``kafka_monitor_group_info`` gauge, value 1, extra label ``state``: Kafka's group state
   (Stable, Empty, ...; ``Unknown`` when no membership is known)
 
+Group lifecycle and retention risk (``monitor/store/lifecycle.py``, ``monitor/rules/retention.py``;
+the README's "Group lifecycle and retention risk"):
+
+* per group: ``kafka_consumergroup_rebalances_total``, ``..._rebalancing_seconds_total``,
+  ``..._member_changes_total`` (``change``: joined, left) counters (kept across restarts with the
+  store); ``kafka_consumergroup_state`` (``state``: a state set, 1 for the current one);
+  ``kafka_monitor_group_rebalance_storm``, ``kafka_monitor_group_retention_risk`` (0 OK, 1 WARN,
+  2 LOST), ``kafka_consumergroup_group_sum_lost_records`` and
+  ``..._group_min_time_to_loss_seconds`` (only where estimable) gauges
+* per group-partition (with the partition series): ``kafka_consumergroup_group_lead``,
+  ``..._group_lost_records`` (where the log start is known) and
+  ``..._group_time_to_loss_seconds`` (only where estimable) gauges
+
 Topic series, from the store's latest broker offsets (read once per evaluation round):
 
 * partition series: ``kafka_topic_partition_current_offset`` (log end) and
