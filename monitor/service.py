@@ -44,6 +44,9 @@ T = TypeVar("T")
 
 SHUTDOWN_TIMEOUT = 5.0
 STATE_SAVE_TIMEOUT = 20.0  # added to the shutdown budget for the last state snapshot
+ROUND_WAIT = 10.0
+"""How long the shutdown save waits for an evaluation round in flight (its daemon thread runs
+on after the scheduler is shut down), so the last snapshot holds that round's history."""
 
 
 async def run_in_daemon_thread(fn: Callable[[], T], name: str) -> T:
@@ -143,6 +146,10 @@ class Service:
         self.http_port: int | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._runner: web.AppRunner | None = None
+        # Held by an evaluation round; the shutdown save takes it, and a round that would
+        # start after it (``_stopping``) does nothing, so no round lands after the snapshot.
+        self._round_lock = threading.Lock()
+        self._stopping = False
 
     @property
     def _cluster_names(self) -> list[str]:
@@ -151,7 +158,9 @@ class Service:
     @property
     def shutdown_timeout(self) -> float:
         """How long :meth:`stop` may take: longer when it writes the last state snapshot."""
-        return SHUTDOWN_TIMEOUT + (STATE_SAVE_TIMEOUT if self.state is not None else 0.0)
+        if self.state is None:
+            return SHUTDOWN_TIMEOUT
+        return SHUTDOWN_TIMEOUT + ROUND_WAIT + STATE_SAVE_TIMEOUT
 
     async def start(self) -> None:
         if self.state is not None and self.state.restored is not None:
@@ -235,6 +244,11 @@ class Service:
     def _evaluate_and_render(self) -> None:
         """One evaluation round, then the exporter's text for it in the same worker thread,
         so a scrape on the event loop only joins cached bytes."""
+        with self._round_lock:
+            if not self._stopping:
+                self._evaluate_and_render_locked()
+
+    def _evaluate_and_render_locked(self) -> None:
         results = self.evaluator.run_once()
         try:
             for evaluation in results.values():
@@ -270,7 +284,20 @@ class Service:
                             [*self.collectors, *self.history.resumables(self._cluster_names)],
                             self._offsets_topic_freshness)
 
+    def _save_final_state(self) -> None:
+        """The shutdown snapshot, after the evaluation round in flight (if any) has ended."""
+        waited = self._round_lock.acquire(timeout=ROUND_WAIT)
+        if not waited:
+            _log.warning("evaluation round still running at shutdown; saving without it",
+                         extra={"waited_seconds": ROUND_WAIT})
+        try:
+            self._save_state()
+        finally:
+            if waited:
+                self._round_lock.release()
+
     async def stop(self) -> None:
+        self._stopping = True
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
         if self._runner is not None:
@@ -281,7 +308,7 @@ class Service:
             except Exception:
                 _log.exception("collector close failed", extra={"collector": collector.name})
         if self.state is not None:  # after the collectors: nothing changes the store now
-            await run_in_daemon_thread(self._save_state, name="state")
+            await run_in_daemon_thread(self._save_final_state, name="state")
         if self.recorder is not None:
             try:
                 await run_in_daemon_thread(self.recorder.close, name="recorder")

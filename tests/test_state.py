@@ -13,6 +13,7 @@ import json
 import logging
 import pickle
 import struct
+import threading
 import time
 import urllib.request
 import zlib
@@ -445,6 +446,9 @@ def test_service_saves_at_shutdown_and_the_next_one_serves_the_restored_verdicts
     shifted.restore_state(_shift(pickle.loads(filled.dump_state([C])), now - T0 - 120))
     first.service.store.restore_state(pickle.loads(shifted.dump_state([C])))
     first.start()
+    # The round the scheduler starts at once has evaluated (its lag is in the history).
+    wait_for(lambda: first.service.history.series(C, ["stopped"])[0], 30,
+             "the first evaluation round")
     first.stop()
     state = first.service.state
     assert state is not None and state.saves == 1  # interval 1h: the shutdown save
@@ -474,6 +478,32 @@ def test_service_saves_at_shutdown_and_the_next_one_serves_the_restored_verdicts
         assert 0 < metrics["kafka_monitor_state_restored_age_seconds"] < 60
     finally:
         second.stop()
+
+
+def test_a_round_in_flight_at_shutdown_is_in_the_last_snapshot(tmp_path: Path) -> None:
+    """The scheduler's shutdown abandons the coroutine awaiting a round, not the round's
+    thread: the shutdown save waits for it, or the round's history is lost to the next
+    process (a slow round here: 1.5 s)."""
+    config = monitor_config({"path": str(tmp_path), "interval": "1h"})
+    first = ServiceThread(config)
+    shifted = _shift(pickle.loads(filled_store().dump_state([C])), time.time() - T0 - 120)
+    first.service.store.restore_state(shifted)
+    evaluate = first.service.evaluator.run_once
+    started = threading.Event()
+
+    def slow_round(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        time.sleep(1.5)
+        return evaluate(*args, **kwargs)
+
+    first.service.evaluator.run_once = slow_round  # type: ignore[method-assign]
+    first.start()
+    assert started.wait(30)
+    first.stop()  # while the round sleeps
+    saved = first.service.history.series(C, ["stopped"])
+    assert saved[0] and saved[1][0][-1] > 0, "the round in flight ended before the process"
+    second = ServiceThread(config)
+    assert second.service.history.series(C, ["stopped"]) == saved
 
 
 def _shift(clusters: dict[str, Any], seconds: float) -> dict[str, Any]:
