@@ -163,6 +163,20 @@ def build() -> Dashboard:
                 title="Members", dataSource=DATASOURCE, unit="none",
                 targets=[target(f"kafka_consumergroup_members{{{SEL}}}", "members")])),
         ]),
+        (8, [
+            (12, series("Lag velocity and time to catch up",
+                         [(f"kafka_consumergroup_group_lag_velocity{{{SEL}}}",
+                           "lag velocity (records/s)"),
+                          (f"kafka_consumergroup_group_time_to_catch_up_seconds{{{SEL}}}",
+                           "time to catch up (s)")], "short",
+                         "Records/s the lag grows (> 0) or shrinks (< 0), production minus "
+                         "consumption over the commit window; while it shrinks, the seconds "
+                         "until the slowest lagging partition has caught up at this pace.")),
+            (6, _stat("Hot partitions", f"kafka_consumergroup_group_hot_partitions{{{SEL}}}",
+                      thresholds=steps((None, "green"), (1, "orange")))),
+            (6, _stat("Lag seconds method", f"kafka_monitor_group_lag_seconds_source{{{SEL}}}",
+                      legend="{{source}}", text_mode="name")),
+        ]),
         (10, [
             (24, _owners_table()),
         ]),

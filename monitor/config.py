@@ -416,6 +416,19 @@ class RetentionConfig(_Model):
     )
 
 
+class HotPartitionsConfig(_Model):
+    """Hot partitions (``monitor/rules/velocity.py``): a partition lagging far more than the
+    rest of its group."""
+
+    factor: float = Field(
+        default=5.0, gt=1,
+        description="a partition lagging more than this times its group's median lag is hot",
+    )
+    min_lag: int = Field(
+        default=1000, ge=1, description="... and by at least this many records",
+    )
+
+
 _TOPIC_RE = r"^[A-Za-z0-9._-]{1,249}$"
 
 
@@ -612,6 +625,7 @@ class MonitorConfig(_Model):
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
     rebalance: RebalanceConfig = Field(default_factory=RebalanceConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    hot_partitions: HotPartitionsConfig = Field(default_factory=HotPartitionsConfig)
     canary: CanaryConfig = Field(default_factory=CanaryConfig)
     mirrors: list[MirrorConfig] = Field(default_factory=list)
     http: HttpConfig = Field(default_factory=HttpConfig)

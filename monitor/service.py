@@ -126,6 +126,7 @@ class Service:
             },
             rebalance=config.rebalance,
             retention=config.retention,
+            hot=config.hot_partitions,
         )
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))

@@ -477,6 +477,18 @@ def library_families(world: World, partition_series: bool) -> list[Metric]:
         if r is not None and r.time_to_loss_seconds is not None:
             add("kafka_consumergroup_group_min_time_to_loss_seconds", r.time_to_loss_seconds,
                 group=group)
+        v = g.velocity
+        if v is not None and v.lag_velocity is not None:
+            add("kafka_consumergroup_group_lag_velocity", v.lag_velocity, group=group)
+        if v is not None and v.consumption_rate is not None:
+            add("kafka_consumergroup_group_consumption_rate", v.consumption_rate, group=group)
+        if v is not None and v.time_to_catch_up_seconds is not None:
+            add("kafka_consumergroup_group_time_to_catch_up_seconds",
+                v.time_to_catch_up_seconds, group=group)
+        add("kafka_consumergroup_group_hot_partitions", g.hot_partitions, group=group)
+        if g.lag_seconds_source is not None:
+            add("kafka_monitor_group_lag_seconds_source", 1, group=group,
+                source=g.lag_seconds_source)
         if g.state not in (None, "Empty", "Dead"):
             for member in g.member_list:
                 for topic, partition in member.assignment:

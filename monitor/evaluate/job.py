@@ -24,12 +24,18 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from monitor.config import EvaluatorConfig, RebalanceConfig, RetentionConfig
+from monitor.config import (
+    EvaluatorConfig,
+    HotPartitionsConfig,
+    RebalanceConfig,
+    RetentionConfig,
+)
 from monitor.model.verdicts import (
     CommitPoint,
     GroupRetention,
     GroupStatus,
     PartitionStatus,
+    Rates,
     RetentionRisk,
 )
 from monitor.rules import (
@@ -52,6 +58,7 @@ from monitor.rules.retention import (
     advance_rate,
     retention_risk,
 )
+from monitor.rules.velocity import CATCH_UP_REASONS, Velocity, velocity
 from monitor.store.store import GroupState, Store
 from monitor.store.windows import EvaluationInput
 
@@ -84,6 +91,7 @@ class RoundArrays:
     lag: LagSeconds
     group_lag: npt.NDArray[np.float64]
     retention: RetentionArrays | None = None
+    velocity: Velocity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +137,7 @@ class ClusterEvaluation:
         self.lag = arrays.lag if arrays is not None else None
         self.group_lag_seconds = arrays.group_lag if arrays is not None else None
         self.retention = arrays.retention if arrays is not None else None
+        self.velocity = arrays.velocity if arrays is not None else None
         self.states = states
         self.stale_groups = set() if stale_groups is None else stale_groups
         self._index = (
@@ -248,7 +257,8 @@ class ClusterEvaluation:
                 status="OK", complete=0.0, partitions=(), partition_count=0, maxlag=None,
                 totallag=0, lag_seconds=0.0, **common,  # type: ignore[arg-type]
             )
-        d, parts, lag, ret = self.data, self.partitions, self.lag, self.retention
+        d, parts, lag, ret, vel = (self.data, self.partitions, self.lag, self.retention,
+                                   self.velocity)
         assert parts is not None and lag is not None
         lo, hi = np.searchsorted(d.group_ids, [i, i + 1])
         owners = membership.owners() if membership is not None else {}
@@ -279,6 +289,9 @@ class ClusterEvaluation:
                     owner=member.host if member is not None else "",
                     client_id=member.client_id if member is not None else "",
                     retention=_retention(ret, r),
+                    lag_seconds_source=_lag_source(lag, r),
+                    velocity=_rates(vel, r),
+                    hot=bool(vel.hot[r]) if vel is not None else False,
                 )
             )
         # The group rules (as evaluate_groups, over this group's partitions: few, and this
@@ -300,6 +313,10 @@ class ClusterEvaluation:
             partitions_at_risk=sum(1 for r in risks if r.risk != "OK"),
         ) if risks else None
         return GroupStatus(
+            velocity=_group_rates([e.velocity for e in entries], lags),
+            lag_seconds_source=max(entries, key=lambda e: e.lag_seconds).lag_seconds_source
+            if entries else None,
+            hot_partitions=sum(1 for e in entries if e.hot),
             retention=group_risk,
             status=word,
             complete=(
@@ -325,6 +342,55 @@ def _retention(ret: RetentionArrays | None, r: int) -> RetentionRisk | None:
         time_to_loss_seconds=round(ttl, 3) if np.isfinite(ttl) else None,
         time_to_loss_reason=REASONS[int(ret.reason[r])],
         log_start_rate=round(float(ret.log_start_rate[r]), 3),
+    )
+
+
+def _lag_source(lag: LagSeconds, r: int) -> str | None:
+    """Which method gave the lag in seconds (``timestamp`` will join them)."""
+    if not lag.known[r]:
+        return None
+    return "lower_bound" if lag.lower_bound[r] else "interpolated"
+
+
+def _finite(value: np.float64, digits: int = 3) -> float | None:
+    v = float(value)
+    return round(v, digits) if np.isfinite(v) else None
+
+
+def _rates(vel: Velocity | None, r: int) -> Rates | None:
+    if vel is None:
+        return None
+    return Rates(
+        consumption_rate=_finite(vel.consumption_rate[r]),
+        production_rate=_finite(vel.production_rate[r]),
+        lag_velocity=_finite(vel.velocity[r]),
+        time_to_catch_up_seconds=_finite(vel.time_to_catch_up[r]),
+        time_to_catch_up_reason=CATCH_UP_REASONS[int(vel.reason[r])],
+    )
+
+
+def _group_rates(parts: list[Rates | None], lags: list[int]) -> Rates | None:
+    """Rates summed over the group's partitions (None if any is not known); the group has
+    caught up when its slowest lagging partition has, so its time is the largest, and there
+    is none when a lagging partition has none (that partition's reason)."""
+    known = [p for p in parts if p is not None]
+    if not known or len(known) != len(parts):
+        return None
+
+    def total(values: list[float | None]) -> float | None:
+        return None if any(v is None for v in values) else round(
+            sum(v for v in values if v is not None), 3)
+
+    lagging = [p for p, lag in zip(known, lags, strict=True) if lag > 0]
+    times = [p.time_to_catch_up_seconds for p in lagging]
+    blocked = [p.time_to_catch_up_reason for p in lagging if p.time_to_catch_up_seconds is None]
+    return Rates(
+        consumption_rate=total([p.consumption_rate for p in known]),
+        production_rate=total([p.production_rate for p in known]),
+        lag_velocity=total([p.lag_velocity for p in known]),
+        time_to_catch_up_seconds=max(t for t in times if t is not None)
+        if lagging and not blocked else None,
+        time_to_catch_up_reason=(blocked[0] if blocked else None) if lagging else "caught up",
     )
 
 
@@ -354,11 +420,13 @@ class Evaluator:
         read_interval: Mapping[str, float] | None = None,
         rebalance: RebalanceConfig | None = None,
         retention: RetentionConfig | None = None,
+        hot: HotPartitionsConfig | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.rebalance = rebalance or RebalanceConfig()
         self.retention = retention or RetentionConfig()
+        self.hot = hot or HotPartitionsConfig()
         self.stale_after = stale_after
         # offsets_source pipeline: cluster -> age at which a published verdict is stale
         self.published_stale_after = dict(published_stale_after or {})
@@ -433,8 +501,14 @@ class Evaluator:
             commit_times_ms=w.timestamps_ms[rows, last],
             marker_tolerance=self.options.marker_tolerance,
         )
-        arrays = RoundArrays(parts, group_results, lag, group_lag_seconds(lag.seconds, groups),
-                             self._retention(data, committed, parts.status, now))
+        idle = np.isin(parts.status, (int(Status.STOP), int(Status.STALL)))
+        rates = velocity(w.offsets, w.timestamps_ms, w.counts, w.current_lag, data.history,
+                         idle, g, now_ms, self.hot.factor, self.hot.min_lag)
+        arrays = RoundArrays(
+            parts, group_results, lag, group_lag_seconds(lag.seconds, groups),
+            self._retention(data, committed, rates.consumption_rate, parts.status, now),
+            rates,
+        )
         return ClusterEvaluation(
             cluster, now, time.monotonic() - started, data=data, arrays=arrays, states=states,
             stale_groups=stale, burrow=self.options.burrow_err, rebalance=self.rebalance,
@@ -442,28 +516,20 @@ class Evaluator:
 
     def _retention(
         self, data: EvaluationInput, committed: npt.NDArray[np.int64],
-        status: npt.NDArray[np.int8], now: float,
+        consumed: npt.NDArray[np.float64], status: npt.NDArray[np.int8], now: float,
     ) -> RetentionArrays | None:
         """Retention risk per row (:mod:`monitor.rules.retention`): the log start's advance
-        rate up to now against the group's consumption between the window's commits (none
-        where the partition is STOP or STALL; not known with a single commit); an OK
-        partition keeps pace."""
+        rate up to now against the group's consumption over the commit window (0 where the
+        partition is STOP or STALL; not known with a single commit); an OK partition keeps
+        pace."""
         if data.log_start is None or data.log_start_first is None \
                 or data.log_start_first_ms is None:
             return None
-        w = data.windows
         ls_rate = advance_rate(data.log_start, data.log_start_first, data.log_start_first_ms,
                                now * 1000.0)
-        rows = np.arange(w.size)
-        newest_ms = w.timestamps_ms[rows, np.maximum(w.counts - 1, 0)].astype(np.float64)
-        span = (newest_ms - w.timestamps_ms[:, 0]) / 1000.0
-        moving = (w.counts >= 2) & (span > 0)
-        consumed = np.where(
-            moving, (committed - w.offsets[:, 0]) / np.where(moving, span, 1.0), np.nan)
-        idle = np.isin(status, (int(Status.STOP), int(Status.STALL)))
-        consumed = np.where(idle, 0.0, np.maximum(consumed, 0.0))
-        return retention_risk(committed, w.current_lag, data.log_start, ls_rate, consumed,
-                              self.retention.warn, keeps_pace=status == int(Status.OK))
+        return retention_risk(committed, data.windows.current_lag, data.log_start, ls_rate,
+                              consumed, self.retention.warn,
+                              keeps_pace=status == int(Status.OK))
 
 
 class PublishedEvaluation(ClusterEvaluation):

@@ -147,6 +147,25 @@ GROUP_LIFECYCLE_FAMILIES = (
     _g("kafka_consumergroup_group_min_time_to_loss_seconds",
        "Soonest estimated loss among the group's partitions (only where estimable).", _CG),
 )
+#: Lag velocity, time to catch up, hot partitions and the lag-seconds method per group
+#: (``monitor/rules/velocity.py``), rendered with the group families.
+GROUP_VELOCITY_FAMILIES = (
+    _g("kafka_consumergroup_group_lag_velocity",
+       "Records/s the group's lag grows (> 0) or shrinks (< 0): production minus consumption "
+       "over the commit window, summed over its partitions (only where known).", _CG),
+    _g("kafka_consumergroup_group_consumption_rate",
+       "Records/s the group's commits advanced over the commit window, summed over its "
+       "partitions (0 where STOP or STALL; only where known).", _CG),
+    _g("kafka_consumergroup_group_time_to_catch_up_seconds",
+       "Estimated seconds until the group's slowest lagging partition has caught up at the "
+       "current pace (only where every lagging partition's lag shrinks).", _CG),
+    _g("kafka_consumergroup_group_hot_partitions",
+       "Partitions lagging more than hot_partitions.factor times the group's median lag (and "
+       "at least hot_partitions.min_lag records).", _CG),
+    _g("kafka_monitor_group_lag_seconds_source",
+       "1 for the method that gave the group's lag in seconds (source: interpolated from the "
+       "log-end history, or lower_bound: older than the history).", (*_CG, "source")),
+)
 TOPIC_PARTITION_FAMILIES = (
     _g("kafka_topic_partition_current_offset",
        "Log-end offset (high watermark) of the partition.", _CTP),
@@ -313,6 +332,7 @@ CATALOGUE: dict[str, Family] = {
     for f in (
         *PARTITION_FAMILIES, *OWNER_FAMILIES, *GROUP_TOPIC_FAMILIES, *GROUP_FAMILIES,
         *RETENTION_PARTITION_FAMILIES, *GROUP_LIFECYCLE_FAMILIES,
+        *GROUP_VELOCITY_FAMILIES,
         *TOPIC_PARTITION_FAMILIES, *TOPIC_FAMILIES, *_EVALUATION, *_COLLECTORS,
         *COLLECTOR_COUNTERS, *_HTTP, *_PROCESS, *_STATE, *_HEALTH, *_MIRROR,
         *(f for prefix, scope in CANARY_SCOPES for f in _canary(prefix, scope)),

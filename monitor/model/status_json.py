@@ -19,6 +19,7 @@ from monitor.model.verdicts import (
     GroupRetention,
     GroupStatus,
     PartitionStatus,
+    Rates,
     RetentionRisk,
     StateChange,
 )
@@ -44,8 +45,20 @@ def partition_json(p: PartitionStatus) -> dict[str, Any]:
         "complete": p.complete,
         "lag_seconds": p.lag_seconds,
         "lag_seconds_lower_bound": p.lag_seconds_lower_bound,
+        "lag_seconds_source": p.lag_seconds_source,
         "retention": _retention(p.retention),
+        "velocity": _rates(p.velocity),
+        "hot": p.hot,
     }
+
+
+def _rates(r: Rates | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {"consumption_rate": r.consumption_rate, "production_rate": r.production_rate,
+            "lag_velocity": r.lag_velocity,
+            "time_to_catch_up_seconds": r.time_to_catch_up_seconds,
+            "time_to_catch_up_reason": r.time_to_catch_up_reason}
 
 
 def _retention(r: RetentionRisk | None) -> dict[str, Any] | None:
@@ -115,6 +128,9 @@ def status_json(g: GroupStatus, only_non_ok: bool) -> dict[str, Any]:
         "evaluated_at": g.evaluated_at,
         "retention": _group_retention(g.retention),
         "lifecycle": _lifecycle(g.lifecycle),
+        "lag_seconds_source": g.lag_seconds_source,
+        "velocity": _rates(g.velocity),
+        "hot_partitions": g.hot_partitions,
     }
 
 
@@ -153,6 +169,25 @@ def partition_from_json(d: Mapping[str, Any]) -> PartitionStatus:
         lag_seconds_lower_bound=bool(d["lag_seconds_lower_bound"]),
         complete=float(d["complete"]), owner=str(d["owner"]), client_id=str(d["client_id"]),
         retention=_retention_from(d.get("retention")),
+        lag_seconds_source=_opt_str(d.get("lag_seconds_source")),
+        velocity=_rates_from(d.get("velocity")),
+        hot=bool(d.get("hot", False)),
+    )
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _rates_from(d: Mapping[str, Any] | None) -> Rates | None:
+    if d is None:
+        return None
+    return Rates(
+        consumption_rate=_opt_float(d["consumption_rate"]),
+        production_rate=_opt_float(d["production_rate"]),
+        lag_velocity=_opt_float(d["lag_velocity"]),
+        time_to_catch_up_seconds=_opt_float(d["time_to_catch_up_seconds"]),
+        time_to_catch_up_reason=_opt_str(d["time_to_catch_up_reason"]),
     )
 
 
@@ -229,4 +264,7 @@ def group_from_json(d: Mapping[str, Any], *, stale: bool | None = None) -> Group
         evaluated_at=float(d["evaluated_at"]),
         retention=_group_retention_from(d.get("retention")),
         lifecycle=_lifecycle_from(d.get("lifecycle")),
+        velocity=_rates_from(d.get("velocity")),
+        hot_partitions=int(d.get("hot_partitions", 0)),
+        lag_seconds_source=_opt_str(d.get("lag_seconds_source")),
     )

@@ -32,6 +32,21 @@ class PartitionStatus:
     owner: str
     client_id: str
     retention: RetentionRisk | None = None  # None: the partition's log start is not known
+    lag_seconds_source: str | None = None  # interpolated, lower_bound (None: no history yet)
+    velocity: Rates | None = None
+    hot: bool = False  # lagging far more than the group's median (a skewed key, a slow member)
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """How fast a partition (or a group: summed) is consumed and produced, and when its lag
+    is gone at that pace (:mod:`monitor.rules.velocity`). None: not known yet."""
+
+    consumption_rate: float | None  # records/s the commits advanced over the window
+    production_rate: float | None  # records/s the log end advanced
+    lag_velocity: float | None  # production - consumption: > 0 the lag grows
+    time_to_catch_up_seconds: float | None  # None: see time_to_catch_up_reason
+    time_to_catch_up_reason: str | None  # caught up, lag not shrinking, not consuming, ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +124,9 @@ class GroupStatus:
     evaluated_at: float
     retention: GroupRetention | None = None
     lifecycle: GroupLifecycleStatus | None = None
+    velocity: Rates | None = None  # rates summed; catch-up: when its slowest partition does
+    hot_partitions: int = 0
+    lag_seconds_source: str | None = None  # the method of its worst partition's lag seconds
 
     @property
     def members(self) -> int:

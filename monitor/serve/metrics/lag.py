@@ -62,6 +62,12 @@ the README's "Group lifecycle and retention risk"):
   ``..._group_lost_records`` (where the log start is known) and
   ``..._group_time_to_loss_seconds`` (only where estimable) gauges
 
+Velocity (``monitor/rules/velocity.py``; the README's "Lag velocity, time to catch up and hot
+partitions"), per group: ``kafka_consumergroup_group_lag_velocity`` and
+``..._group_consumption_rate`` (where known), ``..._group_time_to_catch_up_seconds`` (only while
+the lag shrinks), ``..._group_hot_partitions`` gauges; ``kafka_monitor_group_lag_seconds_source``
+(``source``: interpolated, lower_bound) with value 1.
+
 Topic series, from the store's latest broker offsets (read once per evaluation round):
 
 * partition series: ``kafka_topic_partition_current_offset`` (log end) and
@@ -129,7 +135,7 @@ from monitor.ingest.base import Collector as MonitorCollector
 from monitor.model import metric_catalogue as catalogue
 from monitor.model.observations import GroupMembership
 from monitor.model.verdicts import GroupLifecycleStatus, GroupStatus
-from monitor.rules import Status
+from monitor.rules import GroupIndex, Status
 from monitor.rules.retention import RISK_NAMES, RetentionArrays
 from monitor.store.store import PartitionOffsets, Store
 
@@ -151,6 +157,7 @@ _TOPIC_PARTITION_FAMILIES = [(f.name, f.help) for f in catalogue.TOPIC_PARTITION
 _TOPIC_FAMILIES = [(f.name, f.help) for f in catalogue.TOPIC_FAMILIES]
 _RETENTION_FAMILIES = [(f.name, f.help) for f in catalogue.RETENTION_PARTITION_FAMILIES]
 _LIFECYCLE_FAMILIES = [(f.name, f.help) for f in catalogue.GROUP_LIFECYCLE_FAMILIES]
+_VELOCITY_FAMILIES = [(f.name, f.help) for f in catalogue.GROUP_VELOCITY_FAMILIES]
 _STATE_ALIASES = {"AwaitingSync": "CompletingRebalance"}  # 0.9's name for it
 
 
@@ -159,8 +166,9 @@ def rendered_family_names(partition_series: bool) -> list[tuple[str, str]]:
     if partition_series:
         return [*_PARTITION_FAMILIES, *_RETENTION_FAMILIES, *_OWNER_FAMILIES,
                 *_GROUP_TOPIC_FAMILIES, *_GROUP_FAMILIES, *_LIFECYCLE_FAMILIES,
-                *_TOPIC_PARTITION_FAMILIES]
-    return [*_GROUP_TOPIC_FAMILIES, *_GROUP_FAMILIES, *_LIFECYCLE_FAMILIES, *_TOPIC_FAMILIES]
+                *_VELOCITY_FAMILIES, *_TOPIC_PARTITION_FAMILIES]
+    return [*_GROUP_TOPIC_FAMILIES, *_GROUP_FAMILIES, *_LIFECYCLE_FAMILIES,
+            *_VELOCITY_FAMILIES, *_TOPIC_FAMILIES]
 
 
 def _sample_name(name: str) -> str:
@@ -295,6 +303,7 @@ def render_cluster(
                            for lab, s in zip(glabels, kafka_states, strict=True)])
     out.update(_lifecycle_lines(ev, all_names, glabels, extra_status))
     out.update(_retention_group_lines(ev, names, glabels, extra_status))
+    out.update(_velocity_group_lines(ev, names, glabels, extra_status))
     out.update(_render_topics(cluster, offsets, partition_series))
     return {k: v for k, v in out.items() if v}
 
@@ -348,6 +357,65 @@ def _retention_group_lines(
         f_lost: _lines(f_lost, glabels, lost),
         f_ttl: "".join([f"{f_ttl}{{{lab}}} {v}\n"
                         for lab, v in zip(glabels, ttl, strict=True) if v != math.inf]),
+    }
+
+
+def _velocity_group_lines(
+    ev: ClusterEvaluation, names: list[str], glabels: list[str],
+    extra: list[GroupStatus | None],
+) -> dict[str, str]:
+    """Per group, as its API object says (``_group_rates``), from the round's arrays: rates
+    summed where every partition's is known, the time until its slowest lagging partition
+    has caught up where every lagging partition shrinks, hot partitions counted, and the
+    method of its worst partition's lag seconds."""
+    (f_vel, _), (f_cons, _), (f_ttc, _), (f_hot, _), (f_src, _) = _VELOCITY_FAMILIES
+    vel, d, lag = ev.velocity, ev.data, ev.lag
+    velocity: list[float] = []
+    consumed: list[float] = []
+    ttc: list[float] = []
+    hot: list[int] = []
+    source: list[str | None] = []
+    if names and vel is not None and d is not None and lag is not None:
+        n = len(names)
+        gid = d.group_ids
+        index = GroupIndex(gid, n)
+        v = index.sum(vel.velocity)  # NaN where a partition's is not known
+        c = index.sum(vel.consumption_rate)
+        lagging = d.windows.current_lag > 0
+        blocked = index.max(lagging & ~np.isfinite(vel.time_to_catch_up), empty=False)
+        t = index.max(np.where(lagging, np.nan_to_num(vel.time_to_catch_up, nan=-1.0), -1.0),
+                      empty=-1.0)
+        t = np.where(blocked | (t < 0), np.nan, t)
+        worst = index.argmax(lag.seconds)
+        velocity, consumed, ttc = (np.round(a, 3).tolist() for a in (v, c, t))
+        hot = index.sum(vel.hot.astype(np.int64)).tolist()
+        known, lower = lag.known.tolist(), lag.lower_bound.tolist()
+        source = [None if w < 0 or not known[w] else "lower_bound" if lower[w]
+                  else "interpolated" for w in worst.tolist()]
+    else:
+        velocity, consumed, ttc = ([math.nan] * len(names) for _ in range(3))
+        hot, source = [0] * len(names), [None] * len(names)
+    for g in extra:
+        r = g.velocity if g is not None else None
+        velocity.append(math.nan if r is None or r.lag_velocity is None else r.lag_velocity)
+        consumed.append(math.nan if r is None or r.consumption_rate is None
+                        else r.consumption_rate)
+        ttc.append(math.nan if r is None or r.time_to_catch_up_seconds is None
+                   else r.time_to_catch_up_seconds)
+        hot.append(g.hot_partitions if g is not None else 0)
+        source.append(g.lag_seconds_source if g is not None else None)
+
+    def known_only(name: str, values: list[float]) -> str:
+        return "".join([f"{name}{{{lab}}} {v}\n"
+                        for lab, v in zip(glabels, values, strict=True) if not math.isnan(v)])
+
+    return {
+        f_vel: known_only(f_vel, velocity),
+        f_cons: known_only(f_cons, consumed),
+        f_ttc: known_only(f_ttc, ttc),
+        f_hot: _lines(f_hot, glabels, hot),
+        f_src: "".join([f'{f_src}{{{lab},source="{s}"}} 1\n'
+                        for lab, s in zip(glabels, source, strict=True) if s is not None]),
     }
 
 
