@@ -99,7 +99,7 @@ def test_a_consumer_draining_a_backlog_gets_its_velocity_and_time_to_catch_up(
 
         wait_for(caught_up, ttc * 1.5 + 30, "the consumer to catch up", interval=0.25)
         took = time.time() - at
-        print(f"{source}: velocity {velocity} records/s, time to catch up {ttc} s, took {took:.1f} s")
+        print(f"{source}: velocity {velocity}/s, catch up in {ttc} s, took {took:.1f} s")
         assert ttc == pytest.approx(took, rel=0.1), (ttc, took)
 
         def method_now() -> str | None:
