@@ -416,6 +416,23 @@ class RetentionConfig(_Model):
     )
 
 
+class LagTimeConfig(_Model):
+    """Exact lag in seconds from record timestamps (``monitor/ingest/record_times.py``): the
+    age of the first record a lagging group has not read, where the broker stores one."""
+
+    enabled: bool = Field(
+        default=True, description="false: the lag in seconds is always interpolated",
+    )
+    max_fetches: int = Field(
+        default=100, ge=1, le=100_000,
+        description="records fetched per round at most (one per lagging partition and "
+        "committed offset; a stopped group costs one fetch, not one per round)",
+    )
+    fetch_timeout: Duration = Field(
+        default=5.0, gt=0, description="a round's fetches give up after this",
+    )
+
+
 class HotPartitionsConfig(_Model):
     """Hot partitions (``monitor/rules/velocity.py``): a partition lagging far more than the
     rest of its group."""
@@ -626,6 +643,7 @@ class MonitorConfig(_Model):
     rebalance: RebalanceConfig = Field(default_factory=RebalanceConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     hot_partitions: HotPartitionsConfig = Field(default_factory=HotPartitionsConfig)
+    lag_time: LagTimeConfig = Field(default_factory=LagTimeConfig)
     canary: CanaryConfig = Field(default_factory=CanaryConfig)
     mirrors: list[MirrorConfig] = Field(default_factory=list)
     http: HttpConfig = Field(default_factory=HttpConfig)

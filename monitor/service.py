@@ -97,7 +97,8 @@ class Service:
         restored = self.state.load(self.store) if self.state is not None else None
         self._restored_freshness = restored.freshness if restored is not None else {}
         self.collectors = (
-            collectors if collectors is not None else build_collectors(config, self.store)
+            collectors if collectors is not None
+            else build_collectors(config, self.store, lagging=self._lagging_positions)
         )
         # Each group's lag over the last hour, for the status page (saved with the state).
         self.history = LagHistory()
@@ -151,6 +152,12 @@ class Service:
         # start after it (``_stopping``) does nothing, so no round lands after the snapshot.
         self._round_lock = threading.Lock()
         self._stopping = False
+
+    def _lagging_positions(self, cluster: str) -> list[tuple[str, int, int]]:
+        """The latest round's lagging positions, most behind first (the record-timestamp
+        reader's work list; empty before the first round)."""
+        result = self.evaluator.result(cluster)
+        return result.lagging_positions() if result is not None else []
 
     @property
     def _cluster_names(self) -> list[str]:

@@ -235,3 +235,20 @@ def test_stream_replays_commits_between_the_log_ends_sampled_around_them() -> No
     window = replayer.store.group_windows("c", "g")
     assert window is not None
     assert [entry["lag"] for entry in window[("t", 0)]] == [10, 30, 50]
+
+
+def test_record_timestamps_are_recorded_and_replayed() -> None:
+    """The exact lag in seconds rests on the record timestamps the reader fetched: they are
+    observations like any other, so a replay judges on them too."""
+    from monitor.model.observations import RecordTimes
+    from monitor.record.rows import RowBuilder, events, row_count
+
+    times = RecordTimes(C, T0, {("t", 0, 150): 1_699_999_000_000, ("u", 3, 7): 1_699_999_500})
+    rows = RowBuilder()
+    rows.add(0, 1, times)
+    assert len(rows) == row_count(times) == 2
+    (event,) = list(events(rows.to_pandas()))
+    assert event.observation == times
+    store = Store(EvaluatorConfig())
+    store.apply(event.observation)
+    assert store.record_times(C) == times.timestamps_ms

@@ -92,6 +92,13 @@ def test_a_consumer_draining_a_backlog_gets_its_velocity_and_time_to_catch_up(
         assert metrics["kafka_consumergroup_group_time_to_catch_up_seconds"] > 0
         assert metrics['kafka_monitor_group_lag_seconds_source{source="lower_bound"}'] == 1
         assert metrics["kafka_consumergroup_group_hot_partitions"] == 0
+        # The record at the committed offset was fetched: 0.9 gives it no timestamp, so the
+        # interpolation stays (and the topic is not fetched from again for a while).
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{monitor.service.http_port}/metrics") as r:
+            text = r.read().decode()
+        assert 'kafka_monitor_lag_time_fetches_total{cluster="local",result="no_timestamp"} 1' \
+            in text.replace(".0\n", "\n")
 
         def caught_up() -> bool:
             position = consumer.positions.get((topic, 0), 0)

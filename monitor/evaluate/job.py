@@ -218,6 +218,22 @@ class ClusterEvaluation:
             out.stale.append(name in self.stale_groups)
         return out
 
+    def lagging_positions(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, committed offset) of every partition with lag, most behind in
+        seconds first, each once (the record-timestamp reader's work list)."""
+        d, lag = self.data, self.lag
+        if d is None or lag is None or not d.windows.size:
+            return []
+        w = d.windows
+        rows = np.flatnonzero(w.current_lag > 0)
+        rows = rows[np.argsort(-lag.seconds[rows], kind="stable")]
+        committed = w.offsets[rows, np.maximum(w.counts[rows] - 1, 0)].tolist()
+        out: dict[tuple[str, int, int], None] = {}
+        for r, offset in zip(rows.tolist(), committed, strict=True):
+            topic, partition = d.topic_partition(r)
+            out[(topic, partition, offset)] = None
+        return list(out)
+
     def status_counts(self) -> dict[str, int]:
         """Groups per status word (the group status as reported)."""
         counts: dict[str, int] = {}
@@ -345,8 +361,36 @@ def _retention(ret: RetentionArrays | None, r: int) -> RetentionRisk | None:
     )
 
 
+def _exact(lag: LagSeconds, data: EvaluationInput, committed: npt.NDArray[np.int64],
+           times: Mapping[tuple[str, int, int], int], now_ms: float) -> LagSeconds:
+    """The lag in seconds where the record at the committed offset has a known timestamp:
+    its age, exactly (``monitor/ingest/record_times.py``); the interpolation elsewhere."""
+    w = data.windows
+    if not times:
+        return lag
+    rows = np.flatnonzero(w.current_lag > 0).tolist()
+    offsets = committed.tolist()
+    hit, stamp = [], []
+    for r in rows:
+        topic, partition = data.topic_partition(r)
+        ts = times.get((topic, partition, offsets[r]))
+        if ts is not None:
+            hit.append(r)
+            stamp.append(ts)
+    if not hit:
+        return lag
+    exact = np.zeros(w.size, dtype=bool)
+    exact[hit] = True
+    seconds = lag.seconds.copy()
+    seconds[hit] = np.maximum(now_ms - np.asarray(stamp, dtype=np.float64), 0.0) / 1000.0
+    return LagSeconds(seconds, lag.lower_bound & ~exact, lag.known | exact, exact)
+
+
 def _lag_source(lag: LagSeconds, r: int) -> str | None:
-    """Which method gave the lag in seconds (``timestamp`` will join them)."""
+    """Which method gave the lag in seconds: the record's timestamp, or the log-end history
+    (interpolated, or a lower bound where the offset is older than the history)."""
+    if lag.exact is not None and lag.exact[r]:
+        return "timestamp"
     if not lag.known[r]:
         return None
     return "lower_bound" if lag.lower_bound[r] else "interpolated"
@@ -501,6 +545,7 @@ class Evaluator:
             commit_times_ms=w.timestamps_ms[rows, last],
             marker_tolerance=self.options.marker_tolerance,
         )
+        lag = _exact(lag, data, committed, self.store.record_times(cluster), now * 1000.0)
         idle = np.isin(parts.status, (int(Status.STOP), int(Status.STALL)))
         rates = velocity(w.offsets, w.timestamps_ms, w.counts, w.current_lag, data.history,
                          idle, g, now_ms, self.hot.factor, self.hot.min_lag)

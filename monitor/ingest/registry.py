@@ -3,6 +3,8 @@ class, its observation type, and one line here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from monitor.config import MonitorConfig
 from monitor.ingest.base import Collector
 from monitor.ingest.broker_offsets import BrokerOffsetsCollector
@@ -12,11 +14,16 @@ from monitor.ingest.metadata import MetadataCollector
 from monitor.ingest.offsets_topic import OffsetsTopicCollector
 from monitor.ingest.pipeline_statuses import PipelineStatusesCollector
 from monitor.ingest.probes import build_probes
+from monitor.ingest.record_times import Position, RecordTimesCollector
 from monitor.store.store import Store
 
 
-def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
-    """Every collector the configuration asks for, one per kind and cluster."""
+def build_collectors(
+    config: MonitorConfig, store: Store,
+    lagging: Callable[[str], Sequence[Position]] | None = None,
+) -> list[Collector]:
+    """Every collector the configuration asks for, one per kind and cluster. ``lagging``:
+    the latest evaluation's lagging positions (for the record-timestamp reader)."""
     intervals = config.collectors
     collectors: list[Collector] = []
     for cluster in config.clusters:
@@ -40,6 +47,10 @@ def build_collectors(config: MonitorConfig, store: Store) -> list[Collector]:
             collectors.append(
                 PipelineStatusesCollector(cluster, intervals.group_offsets_interval, store)
             )
+        if config.lag_time.enabled and lagging is not None \
+                and cluster.offsets_source != "pipeline":
+            collectors.append(RecordTimesCollector(
+                cluster, config.evaluator.interval, config.lag_time, store, lagging))
         if cluster.jmx:
             collectors.append(
                 JmxCollector(

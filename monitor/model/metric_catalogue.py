@@ -163,8 +163,9 @@ GROUP_VELOCITY_FAMILIES = (
        "Partitions lagging more than hot_partitions.factor times the group's median lag (and "
        "at least hot_partitions.min_lag records).", _CG),
     _g("kafka_monitor_group_lag_seconds_source",
-       "1 for the method that gave the group's lag in seconds (source: interpolated from the "
-       "log-end history, or lower_bound: older than the history).", (*_CG, "source")),
+       "1 for the method that gave the group's lag in seconds (source: timestamp of the first "
+       "unread record, interpolated from the log-end history, or lower_bound: older than the "
+       "history).", (*_CG, "source")),
 )
 TOPIC_PARTITION_FAMILIES = (
     _g("kafka_topic_partition_current_offset",
@@ -216,6 +217,10 @@ COLLECTOR_COUNTERS = (
     _c("kafka_monitor_offsets_topic_handler_errors",
        "Batches whose handling raised (a bug; the reader goes on).", _C),
     _c("kafka_monitor_offsets_topic_reader_restarts", "Reader thread restarts.", _C),
+    _c("kafka_monitor_lag_time_fetches",
+       "Records fetched for their timestamp (the exact lag in seconds), by result: timestamp, "
+       "or the fallback's reason (no_timestamp, deleted, compacted, denied, log_end, timeout, "
+       "error).", (*_C, "result")),
     _c("kafka_monitor_pipeline_statuses_records",
        "Records read from the Spark stream's statuses topic.", _C),
     _c("kafka_monitor_pipeline_statuses_records_skipped",

@@ -8,6 +8,7 @@ struct of arrays: one object per round or batch, parallel lists inside, no objec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +37,17 @@ class ClusterMetadata:
     @property
     def partition_count(self) -> int:
         return sum(len(parts) for parts in self.topics.values())
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTimes:
+    """Timestamps of the records at lagging groups' committed offsets (the first record each
+    group has not read): (topic, partition, offset) -> unix ms. The whole current set for the
+    cluster, replacing the previous one (``monitor/ingest/record_times.py``)."""
+
+    cluster: str
+    observed_at: float
+    timestamps_ms: Mapping[tuple[str, int, int], int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ class PartitionStatus:
     owner: str
     client_id: str
     retention: RetentionRisk | None = None  # None: the partition's log start is not known
-    lag_seconds_source: str | None = None  # interpolated, lower_bound (None: no history yet)
+    lag_seconds_source: str | None = None  # timestamp, interpolated, lower_bound (None: unknown)
     velocity: Rates | None = None
     hot: bool = False  # lagging far more than the group's median (a skewed key, a slow member)
 

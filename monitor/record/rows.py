@@ -34,6 +34,7 @@ from monitor.model.observations import (
     GroupMembership,
     OffsetsDeleted,
     PartitionMetadata,
+    RecordTimes,
 )
 from monitor.store.store import GroupRemoved
 
@@ -283,6 +284,23 @@ def _decode_log_ends(r: _Slice) -> BrokerOffsets:
     )
 
 
+def _encode_record_times(o: RecordTimes) -> Encoded:
+    keys = list(o.timestamps_ms)
+    return "record_times", o.cluster, o.observed_at, len(keys), dict(
+        topic=[k[0] for k in keys], partition=[k[1] for k in keys],
+        offset=[k[2] for k in keys],
+        commit_time=[o.timestamps_ms[k] for k in keys],  # the record's timestamp (ms)
+    )
+
+
+def _decode_record_times(r: _Slice) -> RecordTimes:
+    return RecordTimes(r.cluster, r.at, {
+        (str(t), int(p), int(o)): int(ts)
+        for t, p, o, ts in zip(r.col("topic"), r.col("partition"), r.col("offset"),
+                               r.col("commit_time"), strict=True)
+    })
+
+
 def _encode_membership(o: GroupMembership) -> Encoded:
     payload = {
         "state": o.state, "protocol_type": o.protocol_type, "protocol": o.protocol,
@@ -390,6 +408,8 @@ CODECS: tuple[RowCodec, ...] = (
     RowCodec(BrokerOffsets, ("log_ends",), _encode_log_ends, _decode_log_ends,
              lambda o: len(o.log_end) + len(o.failed)),
     RowCodec(GroupMembership, ("membership",), _encode_membership, _decode_membership),
+    RowCodec(RecordTimes, ("record_times",), _encode_record_times, _decode_record_times,
+             lambda o: len(o.timestamps_ms)),
     RowCodec(ClusterMetadata, ("metadata",), _encode_metadata, _decode_metadata),
     RowCodec(GroupDeleted, ("group_deleted",), _encode_group_deleted, _decode_group_deleted),
     RowCodec(OffsetsDeleted, ("offsets_deleted",), _encode_offsets_deleted,

@@ -164,6 +164,7 @@ class LagSeconds:
     seconds: FloatArray
     lower_bound: BoolArray
     known: BoolArray
+    exact: BoolArray | None = None  # from the record's timestamp (set by the evaluator)
 
 
 def lag_seconds(

@@ -36,6 +36,7 @@ from monitor.model.observations import (
     GroupMembership,
     OffsetsDeleted,
     OffsetSource,
+    RecordTimes,
 )
 from monitor.model.verdicts import GroupStatus
 from monitor.store.lifecycle import GroupLifecycle, observe
@@ -177,6 +178,8 @@ class Store:
     ) -> None:
         self._lock = threading.Lock()
         self._clusters: dict[str, _Cluster] = {}
+        # Not saved with the state: the reader fetches them again in its first rounds.
+        self._record_times: dict[str, Mapping[tuple[str, int, int], int]] = {}
         self.evaluator_config = evaluator_config or EvaluatorConfig()
         self.rebalance_config = rebalance_config or RebalanceConfig()
         self.listeners: list[Listener] = []  # e.g. the recorder (monitor/record/recorder.py)
@@ -191,6 +194,7 @@ class Store:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._lock = threading.Lock()
         self._clusters = state["clusters"]
+        self._record_times = {}
         self.evaluator_config = state["evaluator_config"]
         self.rebalance_config = state.get("rebalance_config") or RebalanceConfig()
         self.listeners = []
@@ -533,6 +537,20 @@ class Store:
             for name, g in state.groups.items()
         }
 
+    def put_record_times(self, times: RecordTimes) -> None:
+        """The timestamps of the records at lagging groups' committed offsets (the whole
+        current set: it replaces the previous one)."""
+        with self._lock:
+            self._record_times[times.cluster] = dict(times.timestamps_ms)
+            if times.timestamps_ms:  # a record's timestamp never changes: replays may keep
+                self._emit(times)    # an old one, so an empty set need not be recorded
+
+    def record_times(self, cluster: str) -> Mapping[tuple[str, int, int], int]:
+        """(topic, partition, offset) -> unix ms of the record there (a read-only view: a
+        put replaces the mapping, never changes it)."""
+        with self._lock:
+            return self._record_times.get(cluster, {})
+
     def put_published(self, cluster: str, verdicts: Mapping[str, GroupStatus | None]) -> None:
         """Verdicts the Spark stream published for ``cluster`` (``offsets_source: pipeline``):
         group -> its latest verdict, None where the stream tombstoned the group (it is gone).
@@ -682,5 +700,6 @@ _APPLY: dict[type, Callable[[Store, Any], None]] = {
     OffsetsDeleted: Store.put_offsets_deleted,
     GroupFetchFailed: Store.put_group_fetch_failed,
     JmxScrape: Store.put_broker_jmx,
+    RecordTimes: Store.put_record_times,
 }
 """Observation type -> the ``put_*`` that applies it (:meth:`Store.apply`)."""

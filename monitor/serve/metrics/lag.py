@@ -62,11 +62,11 @@ the README's "Group lifecycle and retention risk"):
   ``..._group_lost_records`` (where the log start is known) and
   ``..._group_time_to_loss_seconds`` (only where estimable) gauges
 
-Velocity (``monitor/rules/velocity.py``; the README's "Lag velocity, time to catch up and hot
-partitions"), per group: ``kafka_consumergroup_group_lag_velocity`` and
+Velocity (``monitor/rules/velocity.py``; the README's "Lag in time, velocity, time to catch up
+and hot partitions"), per group: ``kafka_consumergroup_group_lag_velocity`` and
 ``..._group_consumption_rate`` (where known), ``..._group_time_to_catch_up_seconds`` (only while
 the lag shrinks), ``..._group_hot_partitions`` gauges; ``kafka_monitor_group_lag_seconds_source``
-(``source``: interpolated, lower_bound) with value 1.
+(``source``: timestamp, interpolated, lower_bound) with value 1.
 
 Topic series, from the store's latest broker offsets (read once per evaluation round):
 
@@ -390,8 +390,9 @@ def _velocity_group_lines(
         velocity, consumed, ttc = (np.round(a, 3).tolist() for a in (v, c, t))
         hot = index.sum(vel.hot.astype(np.int64)).tolist()
         known, lower = lag.known.tolist(), lag.lower_bound.tolist()
-        source = [None if w < 0 or not known[w] else "lower_bound" if lower[w]
-                  else "interpolated" for w in worst.tolist()]
+        exact = lag.exact.tolist() if lag.exact is not None else [False] * len(known)
+        source = [None if w < 0 else "timestamp" if exact[w] else None if not known[w]
+                  else "lower_bound" if lower[w] else "interpolated" for w in worst.tolist()]
     else:
         velocity, consumed, ttc = ([math.nan] * len(names) for _ in range(3))
         hot, source = [0] * len(names), [None] * len(names)
