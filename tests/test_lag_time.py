@@ -16,14 +16,14 @@ C, T0 = "c1", 1_800_000_000.0
 
 def world() -> tuple[Store, Evaluator]:
     """One partition at +10/s for 60 s; ``slow`` committed 100 at 0 s and 400 at 50 s,
-    ``stuck`` 50 throughout, ``done`` keeps up."""
+    ``stuck`` and ``twin`` 50 throughout, ``done`` keeps up."""
     store = Store(EvaluatorConfig())
     evaluator = Evaluator(store, EvaluatorConfig(), lambda _c: T0 + 60)
     order = 0
     for s in range(0, 61, 5):
         t = T0 + s
         store.put_broker_offsets(BrokerOffsets(C, t, ["t"], [0], [0], [1000 + 10 * s]))
-        for group, offset in (("slow", 100 if s < 50 else 400), ("stuck", 50),
+        for group, offset in (("slow", 100 if s < 50 else 400), ("stuck", 50), ("twin", 50),
                               ("done", 1000 + 10 * s)):
             order += 1
             store.put_commits(CommitBatch(C, "admin", t, [group], ["t"], [0], [offset],
@@ -47,6 +47,8 @@ def test_a_known_record_timestamp_gives_the_exact_lag_and_says_so() -> None:
     assert (p.lag_seconds, p.lag_seconds_source, p.lag_seconds_lower_bound) == (
         3660.0, "timestamp", False)
     assert stuck.lag_seconds == 3660.0 and stuck.lag_seconds_source == "timestamp"
+    twin = ev.group("twin")  # the same record: the same age
+    assert twin is not None and twin.partitions[0].lag_seconds == 3660.0
     # No timestamp for slow's offset: the interpolation stays, labelled.
     assert slow.partitions[0].lag_seconds_source in ("interpolated", "lower_bound")
     assert done.partitions[0].lag_seconds == 0.0
@@ -90,3 +92,14 @@ def test_the_reader_fetches_each_position_once_within_its_bound() -> None:
     reader.lagging = [a]
     reader.collect()
     assert reader.fetched[-1] == a and reader.store.record_times(C) == {a: 1000}
+
+
+def test_with_more_lagging_partitions_than_the_bound_every_one_gets_its_turn() -> None:
+    """Five partitions whose consumers move on every round (nothing stays cached), two
+    fetches a round: the least behind are fetched within three rounds all the same."""
+    reader = Table([], {}, max_fetches=2)
+    for round_ in range(3):
+        reader.lagging = [("t", p, 100 * round_ + p) for p in range(5)]  # most behind first
+        reader.answers = {pos: 1000 for pos in reader.lagging}
+        reader.collect()
+    assert [pos[1] for pos in reader.fetched] == [0, 1, 2, 3, 4, 0]

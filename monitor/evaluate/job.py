@@ -364,25 +364,31 @@ def _retention(ret: RetentionArrays | None, r: int) -> RetentionRisk | None:
 def _exact(lag: LagSeconds, data: EvaluationInput, committed: npt.NDArray[np.int64],
            times: Mapping[tuple[str, int, int], int], now_ms: float) -> LagSeconds:
     """The lag in seconds where the record at the committed offset has a known timestamp:
-    its age, exactly (``monitor/ingest/record_times.py``); the interpolation elsewhere."""
-    w = data.windows
+    its age, exactly (``monitor/ingest/record_times.py``); the interpolation elsewhere.
+    Matched in arrays: (topic, partition, offset) of the lagging rows against the known."""
     if not times:
         return lag
-    rows = np.flatnonzero(w.current_lag > 0).tolist()
-    offsets = committed.tolist()
-    hit, stamp = [], []
-    for r in rows:
-        topic, partition = data.topic_partition(r)
-        ts = times.get((topic, partition, offsets[r]))
-        if ts is not None:
-            hit.append(r)
-            stamp.append(ts)
-    if not hit:
+    w = data.windows
+    rows = np.flatnonzero(w.current_lag > 0)
+    tindex = {t: i for i, t in enumerate(data.topic_names)}
+    known = np.array([(tindex.get(t, -1), p, o, ts) for (t, p, o), ts in times.items()],
+                     dtype=np.int64).reshape(-1, 4)
+    known = known[known[:, 0] >= 0]
+    if not rows.size or not known.size:
+        return lag
+    keys = np.column_stack((data.topic_ids[rows], data.partitions[rows], committed[rows]))
+    _, inverse = np.unique(np.vstack((keys, known[:, :3])), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    stamp_of = np.full(int(inverse.max()) + 1, -1, dtype=np.int64)
+    stamp_of[inverse[rows.size:]] = known[:, 3]
+    stamps = stamp_of[inverse[: rows.size]]
+    hit = rows[stamps >= 0]
+    if not hit.size:
         return lag
     exact = np.zeros(w.size, dtype=bool)
     exact[hit] = True
     seconds = lag.seconds.copy()
-    seconds[hit] = np.maximum(now_ms - np.asarray(stamp, dtype=np.float64), 0.0) / 1000.0
+    seconds[hit] = np.maximum(now_ms - stamps[stamps >= 0].astype(np.float64), 0.0) / 1000.0
     return LagSeconds(seconds, lag.lower_bound & ~exact, lag.known | exact, exact)
 
 

@@ -2,11 +2,13 @@
 
 Brokers from 0.10 on store a timestamp in every record, so the age of the record at a group's
 committed offset is its lag in time, with no history needed (and none lost at a restart).
-Each round this collector takes the lagging positions of the latest evaluation, most behind
-first, and fetches the record at each one it does not know yet:
+Each round this collector takes the lagging positions of the latest evaluation and fetches
+the record at each one it does not know yet:
 
 * **Bounded**: at most ``lag_time.max_fetches`` records a round, fetched with small fetch
-  sizes through a plain consumer that is assigned, never joined, never committed.
+  sizes through a plain consumer that is assigned, never joined, never committed. Oldest
+  figures first: partitions never fetched, then those fetched longest ago (most behind first
+  among equals), so with more lagging partitions than the bound every one gets its turn.
 * **Cached per committed offset**: a stopped group costs one fetch, not one per round. Only
   positions still lagging are kept, so the cache is as large as the lag, no larger.
 * **Fallbacks counted by reason** (``kafka_monitor_lag_time_fetches_total{result}``): a record
@@ -70,6 +72,7 @@ class RecordTimesCollector(Collector):
         self._consumer: Consumer | None = None
         self._known: dict[Position, int | str] = {}  # timestamp (ms) or a cached fallback
         self._no_timestamps: dict[str, float] = {}  # topic -> when to try it again
+        self._fetched_at: dict[tuple[str, int], float] = {}  # partition -> its last fetch
         self.results = dict.fromkeys(RESULTS, 0)
 
     def counters(self) -> list[Reading]:
@@ -88,7 +91,12 @@ class RecordTimesCollector(Collector):
                                if until > now}
         known = {p: self._known[p] for p in wanted if p in self._known}
         todo = [p for p in wanted if p not in known and p[0] not in self._no_timestamps]
+        # Oldest figure first; ``wanted`` is most behind first, and the sort is stable.
+        todo.sort(key=lambda p: self._fetched_at.get((p[0], p[1]), 0.0))
         todo = todo[: self._config.max_fetches]
+        lagging = {(p[0], p[1]) for p in wanted}
+        self._fetched_at = {tp: at for tp, at in self._fetched_at.items() if tp in lagging}
+        self._fetched_at.update({(p[0], p[1]): now for p in todo})
         try:
             if todo:
                 for position, result in self._fetch(todo).items():
