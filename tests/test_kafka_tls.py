@@ -103,6 +103,11 @@ def test_monitored_over_tls_and_held_stale_while_the_brokers_certificate_is_untr
         assert back["partition_count"] == 2
 
 
+REFUSED = "client SSL authentication might be required|SSL routines::unexpected message"
+"""A broker refusing the client's certificate, as OpenSSL tells it: by the alert, or (TLS 1.3,
+the alert racing the client's first request) as a message it did not expect then."""
+
+
 @pytest.mark.parametrize("case", ["wrong-ca", "no-client-certificate", "expired-certificate"])
 def test_broken_tls_is_a_clear_error_retried_without_a_crash(
     tls_kafka: tuple[LocalKafka, KafkaTls], case: str
@@ -111,12 +116,10 @@ def test_broken_tls_is_a_clear_error_retried_without_a_crash(
     files, reason = {
         "wrong-ca": ({"ca_file": tls.other_ca, "cert_file": tls.client_cert,
                       "key_file": tls.client_key}, "certificate verify failed"),
-        "no-client-certificate": ({"ca_file": tls.ca},
-                                  "client SSL authentication might be required"),
+        "no-client-certificate": ({"ca_file": tls.ca}, REFUSED),
         # The broker refuses it: the client learns only that its certificate was not taken.
         "expired-certificate": ({"ca_file": tls.ca, "cert_file": tls.expired_cert,
-                                 "key_file": tls.expired_key},
-                                "client SSL authentication might be required"),
+                                 "key_file": tls.expired_key}, REFUSED),
     }[case]
     with ServiceThread(monitor_config(kafka, make_unique_name("tls"), **files)) as s:
         base = f"http://127.0.0.1:{s.service.http_port}"
@@ -129,6 +132,7 @@ def test_broken_tls_is_a_clear_error_retried_without_a_crash(
         errors = collector_errors(base)
         for name in ("metadata/secure", "broker_offsets/secure"):
             # librdkafka files it under _SSL or _TRANSPORT; the reason is the same.
-            assert "; connection: " in errors[name] and reason in errors[name], errors
+            assert "; connection: " in errors[name], errors
+            assert any(r in errors[name] for r in reason.split("|")), errors
         code, ready = http("GET", f"{base}/ready")
         assert code == 503 and "metadata/secure" in ready["waiting_for"]
