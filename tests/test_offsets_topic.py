@@ -32,7 +32,13 @@ from confluent_kafka.admin import AdminClient
 from monitor.config import ClusterConfig, NameFilter, OffsetsTopicConfig
 from monitor.dev.localkafka import HealthyConsumer, LocalKafka, ProducerLoad, StoppedConsumer
 from monitor.dev.localkafka.workload import librdkafka_logger
-from monitor.ingest.offsets_topic import OffsetsTopicCollector
+from monitor.ingest.offsets_topic import (
+    FETCH_RESPONSE_BUDGET,
+    PARTITION_FETCH_MAX,
+    READER_PROPERTIES,
+    OffsetsTopicCollector,
+    partition_fetch_bytes,
+)
 from monitor.model.observations import CommitBatch
 from monitor.store.store import Store
 from tests.harness.kafka_fixtures import make_unique_name
@@ -728,3 +734,45 @@ def test_kip848_records_give_membership_without_inventing_topic_names(
         15,
         "membership dropped (offsets stay)",
     )
+
+
+# --------------------------------------------------------------------------- fetch sizing
+
+
+def test_fetch_size_keeps_a_broker_answer_within_the_client_limit() -> None:
+    """Brokers before 0.10.1 answer a fetch with up to the partition limit times the
+    partitions; librdkafka drops an answer over 100 MB and asks again, forever."""
+    assert partition_fetch_bytes(1) == PARTITION_FETCH_MAX
+    for partitions in (16, 50, 100, 200, 1000):
+        assert partitions * partition_fetch_bytes(partitions) <= FETCH_RESPONSE_BUDGET
+    assert 50 * int(READER_PROPERTIES["fetch.message.max.bytes"]) <= FETCH_RESPONSE_BUDGET  # type: ignore[call-overload]
+
+
+def test_a_backlog_over_the_client_answer_limit_is_read_to_the_end() -> None:
+    """50 offsets partitions on one 0.9 broker, each holding 3 MB of commits (large metadata
+    strings): at 4 MB per partition one fetch answer would be ~150 MB, over librdkafka's
+    100 MB, and the reader would never catch up (seen at 5M commits in the scale benchmark)."""
+    partitions, records, metadata = 50, 100, "m" * 30_000
+    with LocalKafka(1, offsets_topic_partitions=partitions, heap="512m") as cluster:
+        producer = Producer(client(cluster, **{"client.id": "__admin_client"}))
+        failures: list[Any] = []
+        for p in range(partitions):
+            for i in range(1, records + 1):
+                producer.produce(
+                    OFFSETS_TOPIC, partition=p,
+                    key=commit_key(f"big-{p:02d}", "t", 0),
+                    value=offset_value(1, i, metadata, 1_700_000_000_000 + i),
+                    on_delivery=lambda err, _m: failures.append(err) if err else None,
+                )
+                producer.poll(0)
+        assert producer.flush(60) == 0 and not failures, failures[:3]
+        store = Store()
+        collector = OffsetsTopicCollector(cluster_config(cluster), store)
+        try:
+            assert collector.run_once()
+            wait_for(lambda: collector.ready, 60, "catch-up of a 150 MB backlog")
+            for p in range(partitions):
+                snap = store.group(CLUSTER, f"big-{p:02d}")
+                assert snap is not None and snap.commits[("t", 0)].offset == records
+        finally:
+            collector.close()

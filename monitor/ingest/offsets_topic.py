@@ -38,6 +38,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -96,16 +97,31 @@ _SOURCE: OffsetSource = "offsets_topic"
 _KIP848_GROUP_RECORD = "consumer_group_metadata"
 _MAX_FILTER_CACHE = 100_000
 
+PARTITION_FETCH_MAX = 4 * 1024 * 1024
+FETCH_RESPONSE_BUDGET = 64 * 1024 * 1024
+"""What one broker's answer to a fetch of all the partitions it leads may hold. Brokers before
+0.10.1 have no response-wide limit (``fetch.max.bytes``): the answer is up to the partition
+limit times the partitions, and librdkafka drops an answer over ``receive.message.max.bytes``
+(100 MB) and fetches the same again, forever: a reader with a large backlog on such a broker
+(50 offsets partitions x 4 MB = 200 MB) would never catch up."""
+
+
+def partition_fetch_bytes(partitions_per_broker: int) -> int:
+    """The per-partition fetch size that keeps one broker's answer within the budget: large
+    fetches read the catch-up faster (bench/bench_offsets_topic.py), up to 4 MB."""
+    return max(64 * 1024, min(PARTITION_FETCH_MAX,
+                              FETCH_RESPONSE_BUDGET // max(1, partitions_per_broker)))
+
+
 READER_PROPERTIES: dict[str, object] = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "enable.partition.eof": True,  # end-of-partition events tell when a partition is read
     "auto.offset.reset": "earliest",
     # Catch-up reads the whole topic: larger fetches and a shorter fetch wait read 1M records
-    # ~30 % faster here (bench/bench_offsets_topic.py). The price, on brokers before 0.10.1
-    # (no overall fetch size limit), is up to 4 MB per partition per fetch response held
-    # while catching up; newer brokers cap a response at fetch.max.bytes (50 MB).
-    "fetch.message.max.bytes": 4 * 1024 * 1024,
+    # ~30 % faster here (bench/bench_offsets_topic.py). Sized for Kafka's default 50 offsets
+    # partitions all on one broker; the collector sizes it for the topic it finds.
+    "fetch.message.max.bytes": partition_fetch_bytes(50),
     "fetch.wait.max.ms": 100,
     # Bounded prefetch (librdkafka's default queues up to 64 MB); a batch is ~1 MB.
     "queued.max.messages.kbytes": 16384,
@@ -705,7 +721,8 @@ class OffsetsTopicCollector(Collector):
 
     # ------------------------------------------------------------------ the reader thread
 
-    def _new_consumer(self) -> Consumer:
+    def _new_consumer(self, fetch_bytes: int | None = None) -> Consumer:
+        fetch = {} if fetch_bytes is None else {"fetch.message.max.bytes": fetch_bytes}
         return Consumer(
             client_config(
                 self._config,
@@ -714,16 +731,35 @@ class OffsetsTopicCollector(Collector):
                     "group.id": f"kafka-monitor-offsets-reader-{self.cluster}",
                     "client.id": f"kafka-monitor-{self.cluster}-offsets-reader",
                     **READER_PROPERTIES,
+                    **fetch,
                     "error_cb": self._on_client_error,
                 },
             )
         )
 
+    def _sized_consumer(self) -> Consumer:
+        """A reader whose fetch size fits the topic's partitions per broker (see
+        ``FETCH_RESPONSE_BUDGET``); the default size until the topic exists."""
+        consumer = self._new_consumer()
+        try:
+            topic = consumer.list_topics(
+                self.topic, timeout=self._config.request_timeout).topics.get(self.topic)
+        except KafkaException:
+            return consumer  # the first assignment reports the error
+        if topic is None or topic.error is not None or not topic.partitions:
+            return consumer
+        led = Counter(p.leader for p in topic.partitions.values())
+        wanted = partition_fetch_bytes(max(led.values()))
+        if wanted == READER_PROPERTIES["fetch.message.max.bytes"]:
+            return consumer
+        consumer.close()
+        return self._new_consumer(wanted)
+
     def _run(self) -> None:
         consumer: Consumer | None = None
         self._fatal = None
         try:
-            consumer = self._new_consumer()
+            consumer = self._sized_consumer()
             self._assign(consumer)
             next_refresh = time.monotonic() + self._refresh_after()
             last_probe = 0.0
