@@ -45,6 +45,7 @@ T = TypeVar("T")
 SHUTDOWN_TIMEOUT = 5.0
 STATE_SAVE_TIMEOUT = 20.0  # added to the shutdown budget for the last state snapshot
 ROUND_WAIT = 10.0
+READY_POLL = 0.05  # how often start-up looks for clusters whose collectors became ready
 """How long the shutdown save waits for an evaluation round in flight (its daemon thread runs
 on after the scheduler is shut down), so the last snapshot holds that round's history."""
 
@@ -147,6 +148,9 @@ class Service:
         self.evaluated_clusters: set[str] = set()  # evaluated once their collectors were ready
         self.http_port: int | None = None
         self._scheduler: AsyncIOScheduler | None = None
+        self._first_rounds: asyncio.Task[None] | None = None
+        self._round_running = False
+        self._rounds_done = 0
         self._runner: web.AppRunner | None = None
         # Held by an evaluation round; the shutdown save takes it, and a round that would
         # start after it (``_stopping``) does nothing, so no round lands after the snapshot.
@@ -219,6 +223,7 @@ class Service:
                 coalesce=True, misfire_grace_time=None,
             )
         self._scheduler.start()
+        self._first_rounds = asyncio.create_task(self._evaluate_when_ready())
         _log.info(
             "service started",
             extra={
@@ -228,6 +233,31 @@ class Service:
             },
         )
 
+    def _settled(self) -> set[str]:
+        """Clusters whose collectors all have data to serve."""
+        return {
+            c.name
+            for c in self.config.clusters
+            if all(x.ready for x in self.collectors if x.cluster == c.name)
+        }
+
+    async def _evaluate_when_ready(self) -> None:
+        """Until every cluster has been evaluated on ready collectors, bring the next round
+        forward as soon as a cluster's collectors are all ready (once no round is running: a
+        round in flight when they became ready judged without them), so ``/ready`` and the
+        first verdicts come when the data does, not up to ``evaluator.interval`` later."""
+        triggered_after = -1
+        while self._scheduler is not None and not self._stopping:
+            waiting = set(self._cluster_names) - self.evaluated_clusters
+            if not waiting:
+                return
+            if (waiting & self._settled() and not self._round_running
+                    and triggered_after != self._rounds_done):
+                triggered_after = self._rounds_done
+                with contextlib.suppress(Exception):  # the scheduler is shutting down
+                    self._scheduler.modify_job("evaluator", next_run_time=datetime.now(UTC))
+            await asyncio.sleep(READY_POLL)
+
     async def _run_collector(self, collector: Collector) -> None:
         # A round still waiting on Kafka at shutdown is abandoned with its daemon thread; the
         # scheduler would log the cancellation as a failed job.
@@ -236,11 +266,8 @@ class Service:
 
     async def _run_evaluation(self) -> None:
         # Clusters whose collectors all had data before this round are served from it on.
-        settled = {
-            c.name
-            for c in self.config.clusters
-            if all(x.ready for x in self.collectors if x.cluster == c.name)
-        }
+        settled = self._settled()
+        self._round_running = True
         try:
             await run_in_daemon_thread(self._evaluate_and_render, name="evaluator")
             self.evaluated_clusters |= settled
@@ -248,6 +275,9 @@ class Service:
             return
         except Exception:  # a bug must not stop the schedule; the last results stay served
             _log.exception("evaluation failed")
+        finally:
+            self._round_running = False
+            self._rounds_done += 1
 
     def _evaluate_and_render(self) -> None:
         """One evaluation round, then the exporter's text for it in the same worker thread,
@@ -306,6 +336,8 @@ class Service:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._first_rounds is not None:
+            self._first_rounds.cancel()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
         if self._runner is not None:

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
+from monitor.config import parse_config
+from monitor.ingest.base import Collector
 from tests.harness.polling import wait_for as _wait_for
+from tests.harness.service_thread import ServiceThread
 
 
 def free_port() -> int:
@@ -248,3 +252,50 @@ def test_killing_run_takes_the_service_with_it(tmp_path: Path) -> None:
         wait_for(lambda: _gone(child), 10, "the service gone with its supervisor")
     finally:
         running.kill()
+
+
+class Gate(Collector):
+    """A collector whose data becomes servable when the test opens the gate."""
+
+    kind = "gate"
+
+    def __init__(self, cluster: str) -> None:
+        super().__init__(cluster, interval=0.2)
+        self.open = threading.Event()
+
+    def collect(self) -> None:
+        if not self.open.is_set():
+            raise RuntimeError("no data yet")
+
+
+def test_ready_comes_with_the_data_not_a_round_later() -> None:
+    """On the default ``evaluator.interval`` (5 s) the scheduled round after the collectors
+    became ready could be up to 5 s away: the service brings it forward, so ``/ready`` (and
+    the first verdicts) follow the data within a fraction of a second."""
+    config = parse_config({
+        "clusters": [{"name": "a", "bootstrap_servers": ["127.0.0.1:1"]},
+                      {"name": "b", "bootstrap_servers": ["127.0.0.1:1"]}],
+        "http": {"host": "127.0.0.1", "port": 0},
+    })
+    assert config.evaluator.interval == 5.0
+    thread = ServiceThread(config)
+    gates = {c: Gate(c) for c in ("a", "b")}
+    thread.service.collectors = list(gates.values())
+    thread.start()
+    base = f"http://127.0.0.1:{thread.service.http_port}"
+    try:
+        time.sleep(1.0)  # the first round (at start) has run on no data
+        status, body = http("GET", f"{base}/ready")
+        assert status == 503 and body["waiting_for"] == [
+            "gate/a", "gate/b", "evaluator/a", "evaluator/b"]
+        for name in ("a", "b"):
+            opened = time.monotonic()
+            gates[name].open.set()
+            wait_for(lambda n=name: f"evaluator/{n}" not in http("GET", f"{base}/ready")[1]
+                     ["waiting_for"], 10, f"cluster {name} evaluated")
+            took = time.monotonic() - opened
+            assert took < 1.5, f"cluster {name} was evaluated {took:.1f} s after its data"
+            time.sleep(0.5)
+        assert http("GET", f"{base}/ready")[0] == 200
+    finally:
+        thread.stop()
