@@ -28,7 +28,7 @@ from monitor.ingest.base import Collector
 from monitor.ingest.offsets_topic import OffsetsTopicCollector
 from monitor.ingest.registry import build_collectors
 from monitor.record.recorder import build_recorder
-from monitor.runtime import enable_crash_traces, tune_gc
+from monitor.runtime import enable_crash_traces, tune_gc, tune_malloc
 from monitor.serve.http.app import build_app, server_ssl_context
 from monitor.serve.http.auth import AuthGuard
 from monitor.serve.metrics.health import HealthMetrics
@@ -385,6 +385,7 @@ def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
 def run(config: MonitorConfig) -> int:
     """The ``kafka-monitor run`` entry point: serve until SIGTERM or SIGINT."""
     tune_gc()
+    tune_malloc()
     enable_crash_traces()
 
     async def main() -> None:

@@ -26,7 +26,7 @@ from monitor.dev.localkafka import (
     ensure_kafka_dist,
 )
 from monitor.logs import setup_logging
-from monitor.runtime import enable_crash_traces, tune_gc
+from monitor.runtime import enable_crash_traces, tune_gc, tune_malloc
 from monitor.service import Service, install_signal_handlers
 
 _log = logging.getLogger("monitor.demo")
@@ -190,6 +190,7 @@ async def _serve(
 def run_demo(port: int = 8000, brokers: int = 1, status_every: float = 10.0) -> int:
     setup_logging("INFO", "text")
     tune_gc()
+    tune_malloc()
     enable_crash_traces()
     ensure_kafka_dist()
     print(f"starting ZooKeeper and {brokers} Kafka 0.9.0.1 broker(s)...", flush=True)
