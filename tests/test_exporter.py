@@ -400,10 +400,10 @@ def test_render_is_cached_per_evaluation_round(world: World) -> None:
     exporter = LagExporter(world.evaluator, world.store, [])
     ev = world.evaluator.result(C)
     assert ev is not None
-    text = exporter.text()  # no pre-render yet: the scrape renders
+    chunks = exporter.chunks()  # no pre-render yet: the scrape renders
     first = exporter.rendered(ev)
     assert exporter.rendered(ev) is first
-    assert exporter.text() is text  # later scrapes of the round reuse the bytes
+    assert exporter.chunks() is chunks  # later scrapes of the round reuse the bytes
     world.run(T0 + 11, T0 + 11)
     world.evaluator.run_once(T0 + 11.5)
     exporter.prerender()  # what the service does after the round
@@ -413,7 +413,7 @@ def test_render_is_cached_per_evaluation_round(world: World) -> None:
     assert second is not first
     lag = "kafka_consumergroup_group_lag"
     assert second.families[lag] != first.families[lag]  # the stop group's lag grew
-    assert exporter.text() != text and exporter.text() is exporter.text()
+    assert exporter.chunks() != chunks and exporter.chunks() is exporter.chunks()
 
 
 class Families(RegistryCollector):

@@ -83,14 +83,21 @@ async def ready(request: web.Request) -> web.Response:
     return reply(request, {"message": "ready", "waiting_for": []})
 
 
-async def metrics(request: web.Request) -> web.Response:
+async def metrics(request: web.Request) -> web.StreamResponse:
     """Prometheus exposition: the registry's small families, then the exporter's big ones as
-    text rendered after the evaluation round (see :mod:`..metrics.lag`; no family in both).
+    text rendered after the evaluation round (see :mod:`..metrics.lag`; no family in both),
+    written piece by piece rather than joined into one more copy of the whole text.
     Registry first: collecting it brings the exporter's text up to date if it is not yet."""
     service = request.app[SERVICE_KEY]
-    body = generate_latest(service.registry) + service.exporter.text()
-    response = web.Response(body=body)
-    response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+    head = generate_latest(service.registry)
+    chunks = service.exporter.chunks()
+    response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
+    response.content_length = len(head) + sum(map(len, chunks))
+    await response.prepare(request)
+    await response.write(head)
+    for chunk in chunks:
+        await response.write(chunk)
+    await response.write_eof()
     return response
 
 
