@@ -16,6 +16,7 @@ outage or a monitor-side failure the clocks stand still and the last verdict hol
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -276,38 +277,55 @@ class ClusterEvaluation:
         d, parts, lag, ret, vel = (self.data, self.partitions, self.lag, self.retention,
                                    self.velocity)
         assert parts is not None and lag is not None
-        lo, hi = np.searchsorted(d.group_ids, [i, i + 1])
+        lo, hi = (int(x) for x in np.searchsorted(d.group_ids, [i, i + 1]))
         owners = membership.owners() if membership is not None else {}
         w = d.windows
         skip = self._forgotten.get(name) or set()
+        # The group's rows as Python lists, one conversion per column (numpy scalars, read
+        # one at a time, made this the cost of every first /status of a group in a round).
+        sl = slice(lo, hi)
+        counts = w.counts[sl]
+        last = np.maximum(counts - 1, 0)
+        at = np.arange(lo, hi)
+        status = parts.status[sl].tolist()
+        starts = zip(w.offsets[sl, 0].tolist(), w.timestamps_ms[sl, 0].tolist(),
+                     d.first_observed_ms[sl].tolist(), w.lags[sl, 0].tolist(), strict=True)
+        ends = zip(w.offsets[at, last].tolist(), w.timestamps_ms[at, last].tolist(),
+                   d.last_observed_ms[sl].tolist(), w.lags[at, last].tolist(), strict=True)
+        columns = zip(
+            range(lo, hi), counts.tolist(), status, starts, ends,
+            w.current_lag[sl].tolist(), lag.seconds[sl].tolist(), lag.lower_bound[sl].tolist(),
+            parts.complete[sl].tolist(), _retentions(ret, lo, hi), _lag_sources(lag, lo, hi),
+            _rates(vel, lo, hi),
+            vel.hot[sl].tolist() if vel is not None else [False] * (hi - lo),
+            strict=True,
+        )
         entries: list[PartitionStatus] = []
         codes: list[int] = []
-        for r in range(int(lo), int(hi)):
+        for (r, n, code, start, end, current, seconds, lower, complete, retention, source,
+             rates, hot) in columns:
             topic, partition = d.topic_partition(r)
             if topic in skip:
                 continue
-            codes.append(int(parts.status[r]))
-            n = int(w.counts[r])
+            codes.append(code)
             member = owners.get((topic, partition))
             entries.append(
                 PartitionStatus(
                     topic=topic,
                     partition=partition,
-                    status=_STATUS_NAMES[int(parts.status[r])],
-                    start=_point(w.offsets[r, 0], w.timestamps_ms[r, 0],
-                                 d.first_observed_ms[r], w.lags[r, 0]) if n else None,
-                    end=_point(w.offsets[r, n - 1], w.timestamps_ms[r, n - 1],
-                               d.last_observed_ms[r], w.lags[r, n - 1]) if n else None,
-                    current_lag=int(w.current_lag[r]),
-                    lag_seconds=round(float(lag.seconds[r]), 3),
-                    lag_seconds_lower_bound=bool(lag.lower_bound[r]),
-                    complete=float(parts.complete[r]),
+                    status=_STATUS_NAMES[code],
+                    start=_point(*start) if n else None,
+                    end=_point(*end) if n else None,
+                    current_lag=current,
+                    lag_seconds=round(seconds, 3),
+                    lag_seconds_lower_bound=lower,
+                    complete=complete,
                     owner=member.host if member is not None else "",
                     client_id=member.client_id if member is not None else "",
-                    retention=_retention(ret, r),
-                    lag_seconds_source=_lag_source(lag, r),
-                    velocity=_rates(vel, r),
-                    hot=bool(vel.hot[r]) if vel is not None else False,
+                    retention=retention,
+                    lag_seconds_source=source,
+                    velocity=rates,
+                    hot=hot,
                 )
             )
         # The group rules (as evaluate_groups, over this group's partitions: few, and this
@@ -347,18 +365,25 @@ class ClusterEvaluation:
         )
 
 
-def _retention(ret: RetentionArrays | None, r: int) -> RetentionRisk | None:
-    if ret is None or not ret.known[r]:
-        return None
-    ttl = float(ret.time_to_loss[r])
-    return RetentionRisk(
-        risk=RISK_NAMES[int(ret.risk[r])],
-        lead=int(ret.lead[r]),
-        lost_records=int(ret.lost[r]),
-        time_to_loss_seconds=round(ttl, 3) if np.isfinite(ttl) else None,
-        time_to_loss_reason=REASONS[int(ret.reason[r])],
-        log_start_rate=round(float(ret.log_start_rate[r]), 3),
-    )
+def _retentions(ret: RetentionArrays | None, lo: int, hi: int) -> list[RetentionRisk | None]:
+    """Rows ``lo:hi``'s retention risk (None where the log start is not known)."""
+    if ret is None:
+        return [None] * (hi - lo)
+    sl = slice(lo, hi)
+    return [
+        RetentionRisk(
+            risk=RISK_NAMES[risk],
+            lead=lead,
+            lost_records=lost,
+            time_to_loss_seconds=_finite(ttl),
+            time_to_loss_reason=REASONS[reason],
+            log_start_rate=round(rate, 3),
+        ) if known else None
+        for known, risk, lead, lost, ttl, reason, rate in zip(
+            ret.known[sl].tolist(), ret.risk[sl].tolist(), ret.lead[sl].tolist(),
+            ret.lost[sl].tolist(), ret.time_to_loss[sl].tolist(), ret.reason[sl].tolist(),
+            ret.log_start_rate[sl].tolist(), strict=True)
+    ]
 
 
 def _exact(lag: LagSeconds, data: EvaluationInput, committed: npt.NDArray[np.int64],
@@ -392,31 +417,39 @@ def _exact(lag: LagSeconds, data: EvaluationInput, committed: npt.NDArray[np.int
     return LagSeconds(seconds, lag.lower_bound & ~exact, lag.known | exact, exact)
 
 
-def _lag_source(lag: LagSeconds, r: int) -> str | None:
-    """Which method gave the lag in seconds: the record's timestamp, or the log-end history
-    (interpolated, or a lower bound where the offset is older than the history)."""
-    if lag.exact is not None and lag.exact[r]:
-        return "timestamp"
-    if not lag.known[r]:
-        return None
-    return "lower_bound" if lag.lower_bound[r] else "interpolated"
+def _lag_sources(lag: LagSeconds, lo: int, hi: int) -> list[str | None]:
+    """Which method gave rows ``lo:hi``'s lag in seconds: the record's timestamp, or the
+    log-end history (interpolated, or a lower bound where the offset is older than it)."""
+    sl = slice(lo, hi)
+    exact = lag.exact[sl].tolist() if lag.exact is not None else [False] * (hi - lo)
+    return [
+        "timestamp" if e else None if not k else "lower_bound" if b else "interpolated"
+        for e, k, b in zip(exact, lag.known[sl].tolist(), lag.lower_bound[sl].tolist(),
+                           strict=True)
+    ]
 
 
-def _finite(value: np.float64, digits: int = 3) -> float | None:
-    v = float(value)
-    return round(v, digits) if np.isfinite(v) else None
+def _finite(value: float, digits: int = 3) -> float | None:
+    return round(value, digits) if math.isfinite(value) else None
 
 
-def _rates(vel: Velocity | None, r: int) -> Rates | None:
+def _rates(vel: Velocity | None, lo: int, hi: int) -> list[Rates | None]:
     if vel is None:
-        return None
-    return Rates(
-        consumption_rate=_finite(vel.consumption_rate[r]),
-        production_rate=_finite(vel.production_rate[r]),
-        lag_velocity=_finite(vel.velocity[r]),
-        time_to_catch_up_seconds=_finite(vel.time_to_catch_up[r]),
-        time_to_catch_up_reason=CATCH_UP_REASONS[int(vel.reason[r])],
-    )
+        return [None] * (hi - lo)
+    sl = slice(lo, hi)
+    return [
+        Rates(
+            consumption_rate=_finite(consumption),
+            production_rate=_finite(production),
+            lag_velocity=_finite(velocity),
+            time_to_catch_up_seconds=_finite(ttc),
+            time_to_catch_up_reason=CATCH_UP_REASONS[reason],
+        )
+        for consumption, production, velocity, ttc, reason in zip(
+            vel.consumption_rate[sl].tolist(), vel.production_rate[sl].tolist(),
+            vel.velocity[sl].tolist(), vel.time_to_catch_up[sl].tolist(),
+            vel.reason[sl].tolist(), strict=True)
+    ]
 
 
 def _group_rates(parts: list[Rates | None], lags: list[int]) -> Rates | None:
@@ -444,8 +477,8 @@ def _group_rates(parts: list[Rates | None], lags: list[int]) -> Rates | None:
     )
 
 
-def _point(offset: np.int64, ts: np.int64, observed: np.int64, lag: np.int64) -> CommitPoint:
-    return CommitPoint(int(offset), int(ts), int(observed), int(lag) if lag >= 0 else None)
+def _point(offset: int, ts: int, observed: int, lag: int) -> CommitPoint:
+    return CommitPoint(offset, ts, observed, lag if lag >= 0 else None)
 
 
 class Evaluator:
