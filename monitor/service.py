@@ -31,6 +31,7 @@ from monitor.record.recorder import build_recorder
 from monitor.runtime import enable_crash_traces, tune_gc, tune_malloc
 from monitor.serve.http.app import build_app, server_ssl_context
 from monitor.serve.http.auth import AuthGuard
+from monitor.serve.http.v3 import prepare_status_replies
 from monitor.serve.metrics.health import HealthMetrics
 from monitor.serve.metrics.lag import LagExporter
 from monitor.serve.metrics.probes import probe_metrics
@@ -130,6 +131,10 @@ class Service:
             retention=config.retention,
             hot=config.hot_partitions,
         )
+        # The status replies pollers asked of a round are rendered before the next round is
+        # served, off the event loop (at most half a round's interval).
+        budget = config.evaluator.interval / 2
+        self.evaluator.before_publish = lambda new, old: prepare_status_replies(new, old, budget)
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))
         for probe_collector in probe_metrics(self.collectors, self.evaluator):

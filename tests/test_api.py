@@ -44,7 +44,9 @@ def make_service() -> Service:
     service = Service(config, collectors=[])
     store = service.store
     # No reader runs here: say the offsets topic was read up to "now" of the round.
+    prepare = service.evaluator.before_publish  # the service's own hook (see below)
     service.evaluator = Evaluator(store, config.evaluator, freshness=lambda _c: T0 + 10.5)
+    service.evaluator.before_publish = prepare
     store.put_metadata(
         ClusterMetadata(
             cluster=C, observed_at=T0, brokers={0: "h:9092"}, controller_id=0,
@@ -249,8 +251,20 @@ def test_status_body_is_rendered_once_per_round() -> None:
         cached = result.views[("reply", f"/v3/kafka/{C}/consumer/gone/status")]
         await call("GET", f"/v3/kafka/{C}/consumer/gone/status")
         assert result.views[("reply", f"/v3/kafka/{C}/consumer/gone/status")] is cached
-        service.evaluator.run_once(T0 + 11)  # a new round: a new, empty cache
+        service.evaluator.run_once(T0 + 11)  # a new round: a new cache
         new = service.evaluator.result(C)
-        assert new is not result and not new.views
+        assert new is not result
+        # What was asked of the last round is rendered before this one is served (pollers
+        # ask again), and nothing else.
+        path = f"/v3/kafka/{C}/consumer/gone/status"
+        assert set(new.views) == {("reply", path)} and new.views[("reply", path)] is not cached
+        status, body = await call("GET", path)
+        assert status == 200 and body["status"]["status"] == "STOP"
+        assert body["status"]["partitions"][0]["end"]["offset"] == 500
+        assert json.loads(new.views[("reply", path)]) == body
+        service.evaluator.before_publish = None  # without it: built when asked, the same
+        service.evaluator.run_once(T0 + 11)
+        assert not service.evaluator.result(C).views  # type: ignore[union-attr]
+        assert await call("GET", path) == (200, body)
 
     run(check)

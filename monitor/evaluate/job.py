@@ -44,6 +44,7 @@ from monitor.rules import (
     GroupIndex,
     GroupResults,
     LagSeconds,
+    LeoHistory,
     PartitionResults,
     RuleOptions,
     Status,
@@ -151,6 +152,9 @@ class ClusterEvaluation:
         self._lock = threading.Lock()
         self.views: dict[tuple[str, ...], bytes] = {}
         """Rendered responses of this round, keyed by the view (the HTTP layer's cache)."""
+        self.asked: dict[str, tuple[str, bool]] = {}
+        """Status views asked for this round: path -> (group, only non-OK partitions); the
+        next round renders these before it is served (``Evaluator.before_publish``)."""
 
     def group_names(self) -> list[str]:
         return [n for n in self._names if self._forgotten.get(n, ()) is not None]
@@ -172,6 +176,14 @@ class ClusterEvaluation:
                     topics.add(topic)
             self._cache.pop(group, None)
             self.views.clear()
+
+    def built(self, name: str) -> GroupStatus | None:
+        """The group's status as :meth:`group`, without keeping it (for a caller that keeps
+        what it renders of it instead)."""
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        return self._build(name) if name in self else None
 
     def group(self, name: str) -> GroupStatus | None:
         """The group's status, or None (NOTFOUND) for a group this round does not know."""
@@ -481,6 +493,10 @@ def _point(offset: int, ts: int, observed: int, lag: int) -> CommitPoint:
     return CommitPoint(offset, ts, observed, lag if lag >= 0 else None)
 
 
+_NO_HISTORY = LeoHistory(np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0), dtype=np.int64),
+                         np.zeros(0, dtype=np.int64))
+
+
 class Evaluator:
     """Runs the rules over every cluster in the store and keeps the latest results.
 
@@ -518,6 +534,10 @@ class Evaluator:
         self._freshness = freshness or (lambda _cluster: None)
         self._results: dict[str, ClusterEvaluation] = {}
         self.rounds = 0
+        self.before_publish: Callable[[ClusterEvaluation, ClusterEvaluation | None], object] | \
+            None = None
+        """Called with a cluster's new result and the one it replaces, before the new one is
+        served (the HTTP layer renders the views asked of the old one; errors are logged)."""
         self.last_duration: float | None = None
         self.expired_total = 0
 
@@ -536,7 +556,14 @@ class Evaluator:
             self.expired_total += 1
             _log.info("group expired", extra={"cluster": cluster, "group": group})
         for cluster in self.store.clusters():
-            self._results[cluster] = self.evaluate_cluster(cluster, now)
+            new = self.evaluate_cluster(cluster, now)
+            if self.before_publish is not None:
+                try:
+                    self.before_publish(new, self._results.get(cluster))
+                except Exception:  # the round stands; views are rendered on demand
+                    _log.exception("preparing the round's views failed",
+                                   extra={"cluster": cluster})
+            self._results[cluster] = new
         self.rounds += 1
         self.last_duration = time.monotonic() - started
         return dict(self._results)
@@ -593,8 +620,11 @@ class Evaluator:
             self._retention(data, committed, rates.consumption_rate, parts.status, now),
             rates,
         )
+        # The log-end history, gathered per row ([rows, history] x 2: ~90 MB at 100k
+        # group-partitions), served nothing after the round: not kept with its results.
+        kept = replace(data, history=_NO_HISTORY)
         return ClusterEvaluation(
-            cluster, now, time.monotonic() - started, data=data, arrays=arrays, states=states,
+            cluster, now, time.monotonic() - started, data=kept, arrays=arrays, states=states,
             stale_groups=stale, burrow=self.options.burrow_err, rebalance=self.rebalance,
         )
 

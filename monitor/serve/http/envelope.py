@@ -54,18 +54,25 @@ class Served(Protocol):
 SERVICE_KEY: web.AppKey[Served] = web.AppKey("service")
 
 
-def envelope(
-    request: web.Request, message: str, fields: Iterable[tuple[str, bytes]], status: int = 200
-) -> web.Response:
+def envelope_body(
+    path: str, message: str, fields: Iterable[tuple[str, bytes]], status: int = 200
+) -> bytes:
     """Burrow's envelope: ``error``, ``message``, the payload's fields (already rendered JSON,
-    e.g. a cached status), then ``request``."""
+    e.g. a cached status), then ``request`` (its ``url`` is the request's path)."""
     parts = [b'{"error": ', b"true" if status >= 400 else b"false",
              b', "message": ', json.dumps(message).encode()]
     for key, fragment in fields:
         parts += [b', ', json.dumps(key).encode(), b": ", fragment]
-    parts += [b', "request": ', json.dumps({"url": request.path, "host": HOSTNAME}).encode(),
-              b"}"]
-    return web.Response(body=b"".join(parts), status=status, content_type="application/json")
+    parts += [b', "request": ', json.dumps({"url": path, "host": HOSTNAME}).encode(), b"}"]
+    return b"".join(parts)
+
+
+def envelope(
+    request: web.Request, message: str, fields: Iterable[tuple[str, bytes]], status: int = 200
+) -> web.Response:
+    """:func:`envelope_body` as the response to ``request``."""
+    return web.Response(body=envelope_body(request.path, message, fields, status),
+                        status=status, content_type="application/json")
 
 
 def reply(request: web.Request, payload: dict[str, Any], status: int = 200) -> web.Response:

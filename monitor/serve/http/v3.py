@@ -17,6 +17,7 @@ import functools
 import json
 import logging
 import re
+import time
 from importlib import resources
 from typing import Any
 
@@ -29,7 +30,7 @@ from monitor.ingest.canary.probe import CanaryProbe
 from monitor.ingest.mirror import MirrorCollector
 from monitor.model.observations import ClusterMetadata, OffsetsDeleted
 from monitor.model.status_json import notfound_json, status_json
-from monitor.serve.http.envelope import SERVICE_KEY, Served, envelope, reply
+from monitor.serve.http.envelope import SERVICE_KEY, Served, envelope, envelope_body, reply
 from monitor.serve.probe_views import mirror_view
 
 _MAX_NAME = 255
@@ -196,15 +197,45 @@ def _status(request: web.Request, only_non_ok: bool) -> web.Response:
             return web.Response(body=cached, content_type="application/json")
     name = _name(request, "cluster")
     group = _name(request, "group")
-    g = result.group(group) if result is not None else None
-    if result is None or g is None:
+    body = status_reply(result, path, group, only_non_ok) if result is not None else None
+    if body is None:
         body = json.dumps(notfound_json(name, group)).encode()
         return _envelope(request, "consumer group not found", "status", body, status=404)
+    return web.Response(body=body, content_type="application/json")
+
+
+def status_reply(result: ClusterEvaluation, path: str, group: str,
+                 only_non_ok: bool) -> bytes | None:
+    """The whole ``/status`` (``only_non_ok``) or ``/lag`` reply for ``path``, rendered once
+    per round and kept in the round's views (None: the round does not know the group). The
+    path is remembered, so that the next round has it ready (:func:`prepare_status_replies`)."""
+    g = result.built(group)
+    if g is None:
+        return None
     fragment = json.dumps(status_json(g, only_non_ok)).encode()
-    response = _envelope(request, "consumer status returned", "status", fragment)
-    assert isinstance(response.body, bytes)
-    result.views[("reply", path)] = response.body
-    return response
+    body = envelope_body(path, "consumer status returned", (("status", fragment),))
+    result.views[("reply", path)] = body
+    result.asked[path] = (group, only_non_ok)
+    return body
+
+
+def prepare_status_replies(new: ClusterEvaluation, old: ClusterEvaluation | None,
+                           budget: float) -> int:
+    """Render in the evaluation thread, before ``new`` is served, the ``/status`` and
+    ``/lag`` replies that were asked of ``old`` (pollers ask for the same groups every
+    round), so that requests find them ready instead of building them on the event loop,
+    where every other request would wait. At most ``budget`` seconds; the rest are rendered
+    when asked. Returns how many were rendered."""
+    if old is None:
+        return 0
+    deadline = time.monotonic() + budget
+    done = 0
+    for path, (group, only_non_ok) in list(old.asked.items()):
+        if time.monotonic() > deadline:
+            break
+        if status_reply(new, path, group, only_non_ok) is not None:
+            done += 1
+    return done
 
 
 async def delete_consumer(request: web.Request) -> web.Response:
