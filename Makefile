@@ -52,6 +52,7 @@ bench: setup
 	$(BIN)/python bench/bench_api.py
 	$(BIN)/python bench/bench_canary.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_vs_burrow.py
 
 typecheck: setup
 	$(BIN)/mypy monitor dashboards
