@@ -46,9 +46,9 @@ T = TypeVar("T")
 SHUTDOWN_TIMEOUT = 5.0
 STATE_SAVE_TIMEOUT = 20.0  # added to the shutdown budget for the last state snapshot
 ROUND_WAIT = 10.0
-READY_POLL = 0.05  # how often start-up looks for clusters whose collectors became ready
 """How long the shutdown save waits for an evaluation round in flight (its daemon thread runs
 on after the scheduler is shut down), so the last snapshot holds that round's history."""
+READY_POLL = 0.05  # how often start-up looks for clusters whose collectors became ready
 
 
 async def run_in_daemon_thread(fn: Callable[[], T], name: str) -> T:

@@ -262,6 +262,12 @@ def test_status_body_is_rendered_once_per_round() -> None:
         assert status == 200 and body["status"]["status"] == "STOP"
         assert body["status"]["partitions"][0]["end"]["offset"] == 500
         assert json.loads(new.views[("reply", path)]) == body
+        # Asked again of this round: prepared for the next; a round nobody asks is the last.
+        service.evaluator.run_once(T0 + 11)
+        assert set(service.evaluator.result(C).views) == {("reply", path)}  # type: ignore[union-attr]
+        service.evaluator.run_once(T0 + 11)
+        assert not service.evaluator.result(C).views  # type: ignore[union-attr]
+        await call("GET", path)
         service.evaluator.before_publish = None  # without it: built when asked, the same
         service.evaluator.run_once(T0 + 11)
         assert not service.evaluator.result(C).views  # type: ignore[union-attr]

@@ -194,6 +194,8 @@ def _status(request: web.Request, only_non_ok: bool) -> web.Response:
     if result is not None:
         cached = result.views.get(("reply", path))
         if cached is not None:
+            if path not in result.asked:  # rendered before it was served: asked now
+                result.asked[path] = (request.match_info["group"], only_non_ok)
             return web.Response(body=cached, content_type="application/json")
     name = _name(request, "cluster")
     group = _name(request, "group")
@@ -205,17 +207,19 @@ def _status(request: web.Request, only_non_ok: bool) -> web.Response:
 
 
 def status_reply(result: ClusterEvaluation, path: str, group: str,
-                 only_non_ok: bool) -> bytes | None:
+                 only_non_ok: bool, asked: bool = True) -> bytes | None:
     """The whole ``/status`` (``only_non_ok``) or ``/lag`` reply for ``path``, rendered once
-    per round and kept in the round's views (None: the round does not know the group). The
-    path is remembered, so that the next round has it ready (:func:`prepare_status_replies`)."""
+    per round and kept in the round's views (None: the round does not know the group). A
+    path ``asked`` by a client is remembered, so that the next round has it ready
+    (:func:`prepare_status_replies`); one nobody asks again is not prepared again."""
     g = result.built(group)
     if g is None:
         return None
     fragment = json.dumps(status_json(g, only_non_ok)).encode()
     body = envelope_body(path, "consumer status returned", (("status", fragment),))
     result.views[("reply", path)] = body
-    result.asked[path] = (group, only_non_ok)
+    if asked:
+        result.asked[path] = (group, only_non_ok)
     return body
 
 
@@ -233,7 +237,7 @@ def prepare_status_replies(new: ClusterEvaluation, old: ClusterEvaluation | None
     for path, (group, only_non_ok) in list(old.asked.items()):
         if time.monotonic() > deadline:
             break
-        if status_reply(new, path, group, only_non_ok) is not None:
+        if status_reply(new, path, group, only_non_ok, asked=False) is not None:
             done += 1
     return done
 
