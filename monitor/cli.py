@@ -9,6 +9,7 @@ the service watching it; ``pipeline stream|backtest`` run the Spark jobs.
 from __future__ import annotations
 
 import argparse
+import ssl
 import sys
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from monitor.pipeline.commands import add_pipeline_parser
 from monitor.supervisor import Supervisor, child_command, is_supervised_child
 
 EXIT_CONFIG = 2
+EXIT_LISTEN = 1
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -32,14 +34,25 @@ def _check_config(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """The service in a child process that a small supervisor restarts if it crashes
-    (``monitor/supervisor.py``); the configuration is checked here first."""
+    (``monitor/supervisor.py``), behind the HTTP front that holds the port
+    (``monitor/serve/front.py``); the configuration is checked here first."""
     config = load_config(args.config)
     setup_logging(config.logging.level, args.log_format or config.logging.format)
     if is_supervised_child():
         from monitor.service import run
 
         return run(config)
-    return Supervisor(child_command(args.config, args.log_format)).run()
+    from monitor.serve.front import Front
+
+    front = Front(config)
+    try:
+        front.start()
+    except (OSError, ssl.SSLError) as exc:
+        front.close()
+        print(f"cannot serve http on {config.http.host}:{config.http.port}: {exc}",
+              file=sys.stderr)
+        return EXIT_LISTEN
+    return Supervisor(child_command(args.config, args.log_format), front=front).run()
 
 
 def _healthcheck(args: argparse.Namespace) -> int:

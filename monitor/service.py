@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
 from aiohttp import web
@@ -23,22 +24,26 @@ from prometheus_client import CollectorRegistry
 
 from monitor.config import MonitorConfig
 from monitor.evaluate.history import LagHistory
-from monitor.evaluate.job import Evaluator
+from monitor.evaluate.job import ClusterEvaluation, Evaluator
 from monitor.ingest.base import Collector
 from monitor.ingest.offsets_topic import OffsetsTopicCollector
 from monitor.ingest.registry import build_collectors
 from monitor.record.recorder import build_recorder
-from monitor.runtime import enable_crash_traces, tune_gc, tune_malloc
-from monitor.serve.http.app import build_app, server_ssl_context
+from monitor.runtime import enable_crash_traces, tune_gc, tune_malloc, tune_threads
+from monitor.serve.front import SOCKET as FRONT_SOCKET
+from monitor.serve.front import TABLE as FRONT_TABLE
+from monitor.serve.http.app import build_app
 from monitor.serve.http.auth import AuthGuard
-from monitor.serve.http.v3 import prepare_status_replies
+from monitor.serve.http.tls import server_ssl_context
+from monitor.serve.http.v3 import prepare_status_replies, round_replies
 from monitor.serve.metrics.health import HealthMetrics
 from monitor.serve.metrics.lag import LagExporter
 from monitor.serve.metrics.probes import probe_metrics
 from monitor.serve.metrics.process import CrashRestartMetrics
+from monitor.serve.reply_table import write_table
 from monitor.store.snapshot import StateFile, StateMetrics
 from monitor.store.store import Store
-from monitor.supervisor import crash_counts
+from monitor.supervisor import crash_counts, front_dir
 
 _log = logging.getLogger("monitor.service")
 T = TypeVar("T")
@@ -85,8 +90,12 @@ class Service:
         config: MonitorConfig,
         store: Store | None = None,
         collectors: list[Collector] | None = None,
+        front: Path | None = None,
     ) -> None:
         self.config = config
+        # Behind the HTTP front of ``kafka-monitor run`` (monitor/serve/front.py): HTTP on a
+        # Unix socket in this folder, and every round's replies written there for the front.
+        self.front = front
         self.store = (
             store if store is not None else Store(config.evaluator, config.rebalance)
         )
@@ -131,10 +140,14 @@ class Service:
             retention=config.retention,
             hot=config.hot_partitions,
         )
-        # The status replies pollers asked of a round are rendered before the next round is
-        # served, off the event loop (at most half a round's interval).
+        # The status replies pollers asked of a round (behind the front: every group's) are
+        # rendered before the next round is served, off the event loop (at most half a
+        # round's interval).
         budget = config.evaluator.interval / 2
-        self.evaluator.before_publish = lambda new, old: prepare_status_replies(new, old, budget)
+        every = front is not None
+        self.evaluator.before_publish = lambda new, old: prepare_status_replies(
+            new, old, budget, every_group=every)
+        self._table_failed = False
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))
         for probe_collector in probe_metrics(self.collectors, self.evaluator):
@@ -186,10 +199,15 @@ class Service:
         self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()
         tls = self.config.http.tls
-        site = web.TCPSite(self._runner, self.config.http.host, self.config.http.port,
-                           ssl_context=server_ssl_context(tls) if tls is not None else None)
+        site: web.BaseSite
+        if self.front is not None:  # the front listens on the configured port, with TLS
+            site = web.UnixSite(self._runner, str(self.front / FRONT_SOCKET))
+        else:
+            site = web.TCPSite(self._runner, self.config.http.host, self.config.http.port,
+                               ssl_context=server_ssl_context(tls) if tls is not None else None)
         await site.start()
-        self.http_port = int(self._runner.addresses[0][1])
+        if self.front is None:
+            self.http_port = int(self._runner.addresses[0][1])
 
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         now = datetime.now(UTC)
@@ -232,7 +250,8 @@ class Service:
         _log.info(
             "service started",
             extra={
-                "http": f"http://{self.config.http.host}:{self.http_port}",
+                "http": (f"http://{self.config.http.host}:{self.http_port}"
+                         if self.front is None else str(self.front / FRONT_SOCKET)),
                 "clusters": [c.name for c in self.config.clusters],
                 "collectors": [c.name for c in self.collectors],
             },
@@ -300,10 +319,27 @@ class Service:
             _log.exception("lag history update failed")
         if self.recorder is not None:
             self.recorder.record_round(results, self._freshness_used.get)
+        if self.front is not None:
+            self._write_replies(results)
         try:
             self.exporter.prerender()
         except Exception:  # the round stands; the next scrape renders it (and fails loudly)
             _log.exception("metrics pre-render failed")
+
+    def _write_replies(self, results: dict[str, ClusterEvaluation]) -> None:
+        """Hand the round's rendered replies to the front. A failure (a full disk, say) is
+        logged once; the front then passes those requests on to this process."""
+        assert self.front is not None
+        try:
+            write_table(self.front / FRONT_TABLE,
+                        [reply for result in results.values() for reply in round_replies(result)])
+            self._table_failed = False
+        except OSError:
+            if not self._table_failed:
+                _log.exception("writing the replies for the HTTP front failed")
+            self._table_failed = True
+            with contextlib.suppress(OSError):  # never let the front serve an older round
+                (self.front / FRONT_TABLE).unlink()
 
     def _evaluation_freshness(self, cluster: str) -> float | None:
         """The reader freshness a round judged on, kept for the recorder (replays use it)."""
@@ -391,12 +427,13 @@ def run(config: MonitorConfig) -> int:
     """The ``kafka-monitor run`` entry point: serve until SIGTERM or SIGINT."""
     tune_gc()
     tune_malloc()
+    tune_threads()
     enable_crash_traces()
 
     async def main() -> None:
         stop = asyncio.Event()
         install_signal_handlers(stop)
-        await serve(Service(config), stop)
+        await serve(Service(config, front=front_dir()), stop)
 
     asyncio.run(main())
     return 0

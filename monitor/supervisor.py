@@ -10,8 +10,14 @@ and starts it again on the same port at once (backing off from 1 s to 30 s if it
 dying); the child exports how many times that happened
 (``kafka_monitor_crash_restarts_total{signal}``) so a crash is never silent.
 
-What the supervisor does not do: anything with Kafka, HTTP or the configuration beyond
-loading it once (so that a bad file is refused before any child starts). A child that exits
+The supervisor's process also holds the HTTP port: the front (``monitor/serve/front.py``)
+answers ``/status`` and ``/lag`` from the replies the child writes each round and passes every
+other request to the child over a Unix socket (folder in ``KAFKA_MONITOR_FRONT``), so the port
+stays open while a crashed child restarts (passed requests are a JSON 503 meanwhile), and no
+reply is served from a child that is gone.
+
+What the supervisor does not do: anything with Kafka or the configuration beyond loading it
+once (so that a bad file is refused before any child starts). A child that exits
 on its own (a normal stop, an error exit code) ends the supervisor with the same code; after
 ``MAX_CRASHES`` crashes within ``CRASH_WINDOW`` it gives up with ``EXIT_CRASH_LOOP``, leaving
 a crash loop to whatever runs the supervisor (Kubernetes shows it as one). SIGTERM and SIGINT
@@ -31,12 +37,16 @@ import sys
 import time
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
+from typing import Protocol
 
 #: Set in the child's environment: run the service in this process (the supervised child).
 SUPERVISED_ENV = "KAFKA_MONITOR_SUPERVISED"
 #: Set in the child's environment: earlier crashes, ``SIGSEGV:2,SIGABRT:1``.
 CRASHES_ENV = "KAFKA_MONITOR_CRASHES"
+#: Set in the child's environment: the HTTP front's folder (the child's socket, its replies).
+FRONT_ENV = "KAFKA_MONITOR_FRONT"
 
 MAX_CRASHES = 5
 CRASH_WINDOW = 600.0
@@ -44,6 +54,10 @@ FIRST_DELAY, MAX_DELAY = 1.0, 30.0
 #: A child that ran this long before it crashed restarts after FIRST_DELAY again.
 HEALTHY_RUN = 60.0
 EXIT_CRASH_LOOP = 70  # EX_SOFTWARE
+SERVICE_NICE = 5
+"""Behind the front, the service runs this much nicer than the supervisor's process: answers
+to pollers come before collection and evaluation when both want a CPU (CFS weights 3:1),
+which is idle whenever nobody asks."""
 
 _log = logging.getLogger("monitor.supervisor")
 _PR_SET_PDEATHSIG = 1
@@ -63,6 +77,21 @@ def crash_counts() -> dict[str, int]:
     return counts
 
 
+def front_dir() -> Path | None:
+    """The HTTP front's folder when this process is a supervised child behind one."""
+    value = os.environ.get(FRONT_ENV) if is_supervised_child() else None
+    return Path(value) if value else None
+
+
+class FrontHooks(Protocol):
+    """What the supervisor needs of the HTTP front (``monitor.serve.front.Front``)."""
+
+    @property
+    def dir(self) -> Path: ...
+    def child_exited(self) -> None: ...
+    def close(self) -> None: ...
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -77,11 +106,20 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _behind_the_front() -> None:
+    """In the child before exec, when the front serves: as :func:`_die_with_parent`, and
+    the service yields the CPU to the front (``SERVICE_NICE``)."""
+    _die_with_parent()
+    with contextlib.suppress(OSError):
+        os.nice(SERVICE_NICE)
+
+
 class Supervisor:
     """Runs ``command`` as a child until it exits on its own or a stop signal arrives."""
 
-    def __init__(self, command: Sequence[str]) -> None:
+    def __init__(self, command: Sequence[str], front: FrontHooks | None = None) -> None:
         self.command = list(command)
+        self.front = front
         self.crashes: dict[str, int] = {}
         self._recent: deque[float] = deque()
         self._stop_signal: int | None = None
@@ -95,17 +133,30 @@ class Supervisor:
                 child.send_signal(number)
 
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            if self.front is not None:
+                self.front.close()
+
+    def _run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         delay = FIRST_DELAY
         while True:
             env = {**os.environ, SUPERVISED_ENV: "1",
                    CRASHES_ENV: ",".join(f"{k}:{v}" for k, v in self.crashes.items())}
+            if self.front is not None:
+                env[FRONT_ENV] = str(self.front.dir)
             started = time.monotonic()
-            self._child = subprocess.Popen(self.command, env=env, preexec_fn=_die_with_parent)
+            self._child = subprocess.Popen(
+                self.command, env=env,
+                preexec_fn=_die_with_parent if self.front is None else _behind_the_front)
             if self._stop_signal is not None:  # a stop arrived while the child was starting
                 self._on_signal(self._stop_signal, None)
             code = self._child.wait()
+            if self.front is not None:
+                self.front.child_exited()
             if code >= 0:
                 return code
             if self._stop_signal is not None:

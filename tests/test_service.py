@@ -134,9 +134,10 @@ def test_unreachable_cluster_is_not_ready_never_crashes_and_stops_fast(tmp_path:
     running = Running(write_config(tmp_path, dead, port))
     base = f"http://127.0.0.1:{port}"
     try:
+        # 503 until the service behind the HTTP front answers (the front holds the port).
         wait_for(
-            lambda: http("GET", f"{base}/healthz")[1]["collectors"]["metadata/local"]["errors"]
-            >= 2,
+            lambda: (r := http("GET", f"{base}/healthz"))[0] == 200
+            and r[1]["collectors"]["metadata/local"]["errors"] >= 2,
             40,
             "two failed metadata rounds",
         )

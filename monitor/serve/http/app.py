@@ -8,14 +8,12 @@ clients can always parse the reply.
 from __future__ import annotations
 
 import logging
-import ssl
 import time
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from monitor.config import HttpTlsConfig
 from monitor.serve.http.auth import middleware as auth_middleware
 from monitor.serve.http.envelope import SERVICE_KEY, Served, reply
 from monitor.serve.http.v3 import add_v3_routes
@@ -110,18 +108,6 @@ async def cluster_health_view(request: web.Request) -> web.Response:
         return reply(request, {"message": "cluster not found"}, status=404)
     health = cluster_health(service.store, name, thresholds_for(service.config))
     return reply(request, {"message": "cluster health returned", "health": health.as_dict()})
-
-
-def server_ssl_context(tls: HttpTlsConfig) -> ssl.SSLContext:
-    """The server's TLS context (TLS 1.2 at least); with a client CA, mutual TLS."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    password = tls.key_password.get_secret_value() if tls.key_password is not None else None
-    context.load_cert_chain(tls.cert_file, tls.key_file, password=password)
-    if tls.client_ca_file is not None:
-        context.load_verify_locations(cafile=tls.client_ca_file)
-        context.verify_mode = ssl.CERT_REQUIRED
-    return context
 
 
 def build_app(service: Served) -> web.Application:

@@ -7,18 +7,20 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 
-from monitor.config import MonitorConfig
-from monitor.evaluate.history import LagHistory
-from monitor.evaluate.job import Evaluator
-from monitor.ingest.base import Collector
-from monitor.serve.http.auth import AuthGuard
-from monitor.serve.metrics.lag import LagExporter
-from monitor.store.store import Store
+if TYPE_CHECKING:  # types only: the HTTP front's process imports this module and no more
+    from prometheus_client import CollectorRegistry
+
+    from monitor.config import MonitorConfig
+    from monitor.evaluate.history import LagHistory
+    from monitor.evaluate.job import Evaluator
+    from monitor.ingest.base import Collector
+    from monitor.serve.http.auth import AuthGuard
+    from monitor.serve.metrics.lag import LagExporter
+    from monitor.store.store import Store
 
 HOSTNAME = socket.gethostname()
 

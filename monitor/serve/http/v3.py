@@ -224,22 +224,43 @@ def status_reply(result: ClusterEvaluation, path: str, group: str,
 
 
 def prepare_status_replies(new: ClusterEvaluation, old: ClusterEvaluation | None,
-                           budget: float) -> int:
+                           budget: float, every_group: bool = False) -> int:
     """Render in the evaluation thread, before ``new`` is served, the ``/status`` and
     ``/lag`` replies that were asked of ``old`` (pollers ask for the same groups every
     round), so that requests find them ready instead of building them on the event loop,
-    where every other request would wait. At most ``budget`` seconds; the rest are rendered
-    when asked. Returns how many were rendered."""
-    if old is None:
-        return 0
+    where every other request would wait; with ``every_group`` (the HTTP front answers from
+    the round's replies: :func:`round_replies`) then every group's ``/status`` too. At most
+    ``budget`` seconds; the rest are rendered when asked. Returns how many were rendered."""
     deadline = time.monotonic() + budget
     done = 0
-    for path, (group, only_non_ok) in list(old.asked.items()):
+    asked = list(old.asked.items()) if old is not None else []
+    for path, (group, only_non_ok) in asked:
         if time.monotonic() > deadline:
-            break
+            return done
         if status_reply(new, path, group, only_non_ok, asked=False) is not None:
             done += 1
+    if not every_group:
+        return done
+    prefix = f"/v3/kafka/{new.cluster}/consumer/"
+    for group in new.group_names():
+        if time.monotonic() > deadline:
+            break
+        path = f"{prefix}{group}/status"
+        if ("reply", path) in new.views or not _routable(group):
+            continue
+        if status_reply(new, path, group, True, asked=False) is not None:
+            done += 1
     return done
+
+
+def _routable(group: str) -> bool:
+    """Whether a request can name the group in one path segment (as the routes match it)."""
+    return "/" not in group and len(group) <= _MAX_NAME and not _BAD_NAME.search(group)
+
+
+def round_replies(result: ClusterEvaluation) -> list[tuple[str, bytes]]:
+    """The ``/status`` and ``/lag`` replies rendered of ``result`` so far: (path, body)."""
+    return [(key[1], body) for key, body in list(result.views.items()) if key[0] == "reply"]
 
 
 async def delete_consumer(request: web.Request) -> web.Response:
