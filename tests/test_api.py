@@ -22,6 +22,7 @@ from monitor.model.observations import (
     PartitionMetadata,
 )
 from monitor.serve.http.app import build_app
+from monitor.serve.http.v3 import prepare_status_replies, round_replies
 from monitor.service import Service
 
 C = "prod"
@@ -272,5 +273,23 @@ def test_status_body_is_rendered_once_per_round() -> None:
         service.evaluator.run_once(T0 + 11)
         assert not service.evaluator.result(C).views  # type: ignore[union-attr]
         assert await call("GET", path) == (200, body)
+
+    run(check)
+
+
+def test_behind_the_front_every_groups_status_is_a_round_reply() -> None:
+    """The replies handed to the HTTP front (``monitor/serve/front.py``): every group's
+    ``/status``, rendered before the round is served, each the handler's own answer."""
+    async def check(service: Service, call: Call) -> None:
+        service.evaluator.before_publish = lambda new, old: prepare_status_replies(
+            new, old, 10.0, every_group=True)
+        service.evaluator.run_once(T0 + 11)
+        result = service.evaluator.result(C)
+        assert result is not None and len(result.group_names()) == 2
+        replies = dict(round_replies(result))
+        assert set(replies) == {f"/v3/kafka/{C}/consumer/{g}/status"
+                                for g in result.group_names()}
+        for path, body in replies.items():
+            assert await call("GET", path) == (200, json.loads(body))
 
     run(check)

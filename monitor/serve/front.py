@@ -178,23 +178,37 @@ class Front:
             await self._drop_table()
 
     async def _reload_tables(self) -> None:
-        """Open the service's newest table when it replaces the file; drop it if removed."""
+        """Open the service's newest table when it replaces the file; drop it if removed.
+        Whatever goes wrong here drops the table (requests then go to the service): a table
+        that is no longer followed must never be served."""
+        failing = False
         while True:
             try:
-                st = os.stat(self.table)
-                ident: tuple[int, int] | None = (st.st_ino, st.st_mtime_ns)
-            except FileNotFoundError:
-                ident = None
-            if ident != self._table_id:
+                await self._reload_once()
+                failing = False
+            except Exception:
+                if not failing:  # once per run of failures
+                    _log.exception("reply table reload failed; passing requests to the service")
+                failing = True
                 await self._drop_table()
-                self._table_id = ident
-                if ident is not None:
-                    try:
-                        self._table = ReplyTable(self.table)
-                    except (OSError, ValueError):  # replaced again meanwhile: next look
-                        self._table_id = None
-                        _log.debug("reply table not opened", exc_info=True)
+                self._table_id = None
             await asyncio.sleep(RELOAD_EVERY)
+
+    async def _reload_once(self) -> None:
+        try:
+            st = os.stat(self.table)
+            ident: tuple[int, int] | None = (st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            ident = None
+        if ident == self._table_id:
+            return
+        await self._drop_table()
+        self._table_id = ident
+        if ident is not None:
+            try:
+                self._table = ReplyTable(self.table)
+            except (FileNotFoundError, ValueError):  # replaced again meanwhile: next look
+                self._table_id = None
 
     async def _drop_table(self) -> None:
         """Stop answering from the current table (a dropped file is not opened again: only
