@@ -140,13 +140,14 @@ class Service:
             retention=config.retention,
             hot=config.hot_partitions,
         )
-        # The status replies pollers asked of a round (behind the front: every group's) are
-        # rendered before the next round is served, off the event loop (at most half a
-        # round's interval).
+        # The status replies pollers asked of a round are rendered before the next round is
+        # served, off the event loop (at most half a round's interval); behind the front,
+        # every group's once the cluster's collectors have caught up (before that, rendering
+        # them all each round would only slow the catch-up; misses are rendered when asked).
         budget = config.evaluator.interval / 2
-        every = front is not None
         self.evaluator.before_publish = lambda new, old: prepare_status_replies(
-            new, old, budget, every_group=every)
+            new, old, budget,
+            every_group=front is not None and new.cluster in self.evaluated_clusters)
         self._table_failed = False
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))

@@ -29,7 +29,7 @@ import yaml
 from monitor.dev.localkafka import LocalKafka
 from monitor.dev.localkafka.workload import HealthyConsumer, ProducerLoad, librdkafka_logger
 from monitor.serve import reply_table
-from monitor.serve.front import SOCKET
+from monitor.serve.front import RELOAD_EVERY, SOCKET, TABLE
 from monitor.serve.reply_table import ReplyTable, write_table
 from monitor.supervisor import FRONT_ENV, SERVICE_NICE
 from tests.harness.kafka_fixtures import make_unique_name
@@ -98,10 +98,21 @@ class Run:
         (pid,) = map(int, children.split())
         return pid
 
-    def service_socket(self) -> Path:
+    def front_dir(self) -> Path:
         environ = Path(f"/proc/{self.service_pid()}/environ").read_bytes().split(b"\0")
         (folder,) = [e.split(b"=", 1)[1] for e in environ if e.startswith(FRONT_ENV.encode())]
-        return Path(folder.decode()) / SOCKET
+        return Path(folder.decode())
+
+    def in_table(self, path: str) -> bool:
+        """Whether the front's current table file holds ``path``'s reply."""
+        try:
+            table = ReplyTable(self.front_dir() / TABLE)
+        except FileNotFoundError:
+            return False
+        try:
+            return table.get(path) is not None
+        finally:
+            table.close()
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -185,9 +196,12 @@ def test_status_comes_from_the_front_and_never_from_a_service_that_is_gone(
     path = f"/v3/kafka/local/consumer/{group}/status"
     try:
         wait_for(lambda: judged(*get(port, path)), 120, "the group judged, through the front")
+        # Every group's reply is in the table from the round after the collectors caught up.
+        wait_for(lambda: run.in_table(path), 30, "the group's reply in the front's table")
+        time.sleep(2 * RELOAD_EVERY)  # the front has opened that table
         # The front's reply is the service's own for the round (a round may turn between
         # the two requests: then the next pair agrees).
-        sock = run.service_socket()
+        sock = run.front_dir() / SOCKET
         pairs = [(get(port, path), get_unix(sock, path)) for _ in range(5)]
         assert any(ours == theirs and ours[0] == 200 for ours, theirs in pairs), pairs
         assert json.loads(pairs[0][0][1])["status"]["status"] == "OK"
