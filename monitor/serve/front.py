@@ -129,7 +129,9 @@ class Front:
         """The service process is gone: its replies are no longer served, and its socket and
         table are removed before the next one starts."""
         if self._loop is not None and not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            # RuntimeError: the loop closed meanwhile; TimeoutError: it is stuck (and serves
+            # nothing); either way the supervisor goes on to restart the service.
+            with contextlib.suppress(RuntimeError, TimeoutError):
                 asyncio.run_coroutine_threadsafe(self._drop_table(), self._loop).result(5)
         for path in (self.socket, self.table):
             with contextlib.suppress(FileNotFoundError):
