@@ -251,6 +251,10 @@ def test_credentials_deletion_and_tls_through_the_front(
     path = f"/v3/kafka/local/consumer/{group}/status"
     try:
         wait_for(lambda: judged(*get(port, path, AUTH, tls)), 120, "the group judged over TLS")
+        # From here the front could answer the group from its table: what follows is the front
+        # keeping to the service's rules, not the service answering.
+        wait_for(lambda: run.in_table(path), 30, "the group's reply in the front's table")
+        time.sleep(2 * RELOAD_EVERY)  # the front has opened that table
         with pytest.raises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
             get(port, path)  # plain HTTP on the TLS port
         # Reads need the token: refused (by the service, which counts it) without it.

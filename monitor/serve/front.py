@@ -233,7 +233,7 @@ class Front:
     def _may_read(self, request: web.Request) -> bool:
         """Whether the service would let this request read (otherwise it goes to the
         service, which refuses and counts it)."""
-        return not self.guard.config.reads or self.guard.check(
+        return not self.guard.needs_credentials(request) or self.guard.check(
             request.headers.get("Authorization"))
 
     async def _pass_on(self, request: web.Request) -> web.StreamResponse:
