@@ -6,6 +6,7 @@ real handler over HTTP too. The end-to-end test against the real broker is at th
 from __future__ import annotations
 
 import asyncio
+import gzip
 import math
 import threading
 import time
@@ -599,19 +600,30 @@ def test_metrics_handler_serves_registry_then_rendered_text(
 
     monkeypatch.setattr(exporter_module, "render_cluster", recorded)
 
-    async def main() -> tuple[str, str]:
+    async def main() -> tuple[str, str, bytes]:
         await service._run_evaluation()
         server = TestServer(build_app(service), host="127.0.0.1")
         await server.start_server()
         try:
-            async with aiohttp.ClientSession() as session, \
-                    session.get(server.make_url("/metrics")) as response:
-                assert response.status == 200
-                return response.headers["Content-Type"], await response.text()
+            async with aiohttp.ClientSession(auto_decompress=False) as session:
+                async with session.get(server.make_url("/metrics"),
+                                       headers={"Accept-Encoding": "gzip"}) as response:
+                    assert response.status == 200
+                    assert response.headers["Content-Encoding"] == "gzip"
+                    gz = await response.read()
+                    assert response.content_length == len(gz)
+                async with session.get(server.make_url("/metrics"), skip_auto_headers=[
+                        "Accept-Encoding"]) as response:  # a client without gzip
+                    assert "Content-Encoding" not in response.headers
+                    plain = await response.read()
+                    assert response.content_length == len(plain)
+                    return response.headers["Content-Type"], plain.decode(), gz
         finally:
             await server.close()
 
-    content_type, text = asyncio.run(main())
+    content_type, text, gz = asyncio.run(main())
+    assert gzip.decompress(gz).decode() == text  # one member, CRC and length checked
+    assert len(gz) < len(text) / 2
     assert render_threads == ["evaluator"]
     assert content_type == CONTENT_TYPE_LATEST
     registry_part = [f.name for f in text_string_to_metric_families(

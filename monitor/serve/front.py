@@ -169,7 +169,10 @@ class Front:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.UnixConnector(path=str(self.socket)),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=PASS_TIMEOUT),
-            auto_decompress=False)
+            auto_decompress=False,
+            # The client's own headers only: an Accept-Encoding of aiohttp's would have the
+            # service gzip /metrics for a client that cannot read it.
+            skip_auto_headers=("Accept-Encoding", "Accept", "User-Agent"))
         reload = asyncio.create_task(self._reload_tables())
         try:
             await self._stopped.wait()

@@ -17,6 +17,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from monitor.serve.http.auth import middleware as auth_middleware
 from monitor.serve.http.envelope import SERVICE_KEY, Served, reply
 from monitor.serve.http.v3 import add_v3_routes
+from monitor.serve.metrics.deflated import (
+    accepts_gzip,
+    deflate,
+    gzip_size,
+    gzip_stream,
+    inflate,
+)
 from monitor.serve.metrics.health import cluster_health, thresholds_for
 from monitor.serve.page.routes import add_page_routes
 
@@ -84,17 +91,27 @@ async def ready(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.StreamResponse:
     """Prometheus exposition: the registry's small families, then the exporter's big ones as
     text rendered after the evaluation round (see :mod:`..metrics.lag`; no family in both),
-    written piece by piece rather than joined into one more copy of the whole text.
-    Registry first: collecting it brings the exporter's text up to date if it is not yet."""
+    kept compressed and written piece by piece: as they are, in one gzip stream, to a client
+    that accepts gzip (Prometheus always does), else inflated one at a time. Registry first:
+    collecting it brings the exporter's text up to date if it is not yet."""
     service = request.app[SERVICE_KEY]
     head = generate_latest(service.registry)
     chunks = service.exporter.chunks()
-    response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
-    response.content_length = len(head) + sum(map(len, chunks))
-    await response.prepare(request)
-    await response.write(head)
-    for chunk in chunks:
-        await response.write(chunk)
+    response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST,
+                                           "Vary": "Accept-Encoding"})
+    if accepts_gzip(request.headers.get("Accept-Encoding", "")):
+        pieces = (deflate(head), *chunks)
+        response.headers["Content-Encoding"] = "gzip"
+        response.content_length = gzip_size(pieces)
+        await response.prepare(request)
+        for part in gzip_stream(pieces):
+            await response.write(part)
+    else:
+        response.content_length = len(head) + sum(c.size for c in chunks)
+        await response.prepare(request)
+        await response.write(head)
+        for chunk in chunks:
+            await response.write(inflate(chunk))
     await response.write_eof()
     return response
 
