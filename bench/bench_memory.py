@@ -5,9 +5,10 @@
 
 The store is fed as in ``bench/bench_metrics.py`` (synthetic observations, one group per topic,
 10 rounds); then the service's own steps run in the order a round runs them: an evaluation
-round (with the status replies of every group rendered, as behind the HTTP front), the lag
-history, the reply table handed to the front, the Prometheus text pre-rendered, and a second
-round (the first one's results are dropped when it is published, as in the service). Printed as
+round (with the status replies of every group written to the reply table handed to the HTTP
+front, as the service does behind it), the lag history, the Prometheus text pre-rendered
+(kept compressed), and a second round (the first one's results are dropped when it is
+published, as in the service). Printed as
 one JSON object: for each stage the Python-heap growth (``tracemalloc``, numpy arrays
 included) and the process's resident memory after it, the bytes per group-partition of each,
 and the largest allocation sites of what stays. The reference is the process before the store
@@ -28,15 +29,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_metrics import CLUSTER, build_store  # noqa: E402
+from bench_metrics import build_store  # noqa: E402
 
 from monitor.config import ExporterConfig  # noqa: E402
 from monitor.evaluate.history import LagHistory  # noqa: E402
-from monitor.evaluate.job import Evaluator  # noqa: E402
+from monitor.evaluate.job import ClusterEvaluation, Evaluator  # noqa: E402
 from monitor.runtime import tune_malloc  # noqa: E402
-from monitor.serve.http.v3 import prepare_status_replies, round_replies  # noqa: E402
+from monitor.serve.http.v3 import prepare_status_replies  # noqa: E402
 from monitor.serve.metrics.lag import LagExporter  # noqa: E402
-from monitor.serve.reply_table import write_table  # noqa: E402
+from monitor.serve.reply_table import TableWriter  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -74,23 +75,30 @@ def main() -> None:
     stage("store")
     now = t + 1
     evaluator = Evaluator(store, store.evaluator_config, freshness=lambda _c: now)
-    evaluator.before_publish = lambda new, old: prepare_status_replies(
-        new, old, budget=1e9, every_group=True)
+    tmp = tempfile.TemporaryDirectory()
+    tables: list[TableWriter] = []
+
+    def into_table(new: ClusterEvaluation, old: ClusterEvaluation | None) -> None:
+        tables.append(TableWriter(Path(tmp.name) / "replies"))
+        prepare_status_replies(new, old, budget=1e9, table=tables[-1], every_group=True)
+
+    evaluator.before_publish = into_table  # as the service does behind the HTTP front
     results = evaluator.run_once(now)
-    stage("evaluation_round_with_replies")
+    entries = tables.pop().commit()
+    stage("evaluation_round_and_reply_table")
     history = LagHistory()
     for evaluation in results.values():
         history.add(evaluation)
+    del results, evaluation  # the evaluator holds the round as long as it is served
     stage("lag_history")
-    with tempfile.TemporaryDirectory() as tmp:
-        entries = write_table(Path(tmp) / "replies", round_replies(results[CLUSTER]))
-    stage("reply_table_written")
     exporter = LagExporter(evaluator, store, [], ExporterConfig())
     exporter.prerender()
     stage("metrics_prerendered")
     evaluator.run_once(now + 5)
+    tables.pop().commit()
     exporter.prerender()
     stage("second_round")
+    tmp.cleanup()
     group_partitions = args.topics * args.partitions
     out: dict[str, Any] = {
         "group_partitions": group_partitions,

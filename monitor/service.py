@@ -35,12 +35,12 @@ from monitor.serve.front import TABLE as FRONT_TABLE
 from monitor.serve.http.app import build_app
 from monitor.serve.http.auth import AuthGuard
 from monitor.serve.http.tls import server_ssl_context
-from monitor.serve.http.v3 import prepare_status_replies, round_replies
+from monitor.serve.http.v3 import prepare_status_replies
 from monitor.serve.metrics.health import HealthMetrics
 from monitor.serve.metrics.lag import LagExporter
 from monitor.serve.metrics.probes import probe_metrics
 from monitor.serve.metrics.process import CrashRestartMetrics
-from monitor.serve.reply_table import write_table
+from monitor.serve.reply_table import TableWriter
 from monitor.store.snapshot import StateFile, StateMetrics
 from monitor.store.store import Store
 from monitor.supervisor import crash_counts, front_dir
@@ -142,12 +142,12 @@ class Service:
         )
         # The status replies pollers asked of a round are rendered before the next round is
         # served, off the event loop (at most half a round's interval); behind the front,
-        # every group's once the cluster's collectors have caught up (before that, rendering
-        # them all each round would only slow the catch-up; misses are rendered when asked).
-        budget = config.evaluator.interval / 2
-        self.evaluator.before_publish = lambda new, old: prepare_status_replies(
-            new, old, budget,
-            every_group=front is not None and new.cluster in self.evaluated_clusters)
+        # into the front's reply table, and every group's once the cluster's collectors have
+        # caught up (before that, rendering them all each round would only slow the
+        # catch-up; misses are rendered when asked).
+        self._reply_budget = config.evaluator.interval / 2
+        self.evaluator.before_publish = self._prepare_replies
+        self._table: TableWriter | None = None  # the round's, until it is published
         self._table_failed = False
         self.registry = CollectorRegistry()
         self.registry.register(HealthMetrics(self.store, config))
@@ -312,7 +312,11 @@ class Service:
                 self._evaluate_and_render_locked()
 
     def _evaluate_and_render_locked(self) -> None:
-        results = self.evaluator.run_once()
+        try:
+            results = self.evaluator.run_once()
+        except BaseException:
+            self._discard_table()  # the next round starts its own
+            raise
         try:
             for evaluation in results.values():
                 self.history.add(evaluation)
@@ -321,26 +325,53 @@ class Service:
         if self.recorder is not None:
             self.recorder.record_round(results, self._freshness_used.get)
         if self.front is not None:
-            self._write_replies(results)
+            self._write_replies()
         try:
             self.exporter.prerender()
         except Exception:  # the round stands; the next scrape renders it (and fails loudly)
             _log.exception("metrics pre-render failed")
 
-    def _write_replies(self, results: dict[str, ClusterEvaluation]) -> None:
-        """Hand the round's rendered replies to the front. A failure (a full disk, say) is
-        logged once; the front then passes those requests on to this process."""
-        assert self.front is not None
+    def _prepare_replies(self, new: ClusterEvaluation, old: ClusterEvaluation | None) -> None:
+        """The evaluator's ``before_publish``: the cluster's replies rendered ahead, into the
+        round's reply table behind the front (see ``__init__``)."""
+        if self.front is None:
+            prepare_status_replies(new, old, self._reply_budget)
+            return
         try:
-            write_table(self.front / FRONT_TABLE,
-                        [reply for result in results.values() for reply in round_replies(result)])
+            if self._table is None:
+                self._table = TableWriter(self.front / FRONT_TABLE)
+            prepare_status_replies(new, old, self._reply_budget, self._table,
+                                   every_group=new.cluster in self.evaluated_clusters)
+        except OSError:
+            self._table_error()
+
+    def _write_replies(self) -> None:
+        """Hand the round's replies to the front once the round is served here too. A failure
+        (a full disk, say) is logged once; the front then passes those requests on to this
+        process."""
+        assert self.front is not None
+        table, self._table = self._table, None
+        try:
+            if table is None:  # no cluster this round: an empty table
+                table = TableWriter(self.front / FRONT_TABLE)
+            table.commit()
             self._table_failed = False
         except OSError:
-            if not self._table_failed:
-                _log.exception("writing the replies for the HTTP front failed")
-            self._table_failed = True
-            with contextlib.suppress(OSError):  # never let the front serve an older round
-                (self.front / FRONT_TABLE).unlink()
+            self._table_error()
+
+    def _table_error(self) -> None:
+        self._discard_table()
+        if not self._table_failed:
+            _log.exception("writing the replies for the HTTP front failed")
+        self._table_failed = True
+        assert self.front is not None
+        with contextlib.suppress(OSError):  # never let the front serve an older round
+            (self.front / FRONT_TABLE).unlink()
+
+    def _discard_table(self) -> None:
+        if self._table is not None:
+            self._table.abort()
+            self._table = None
 
     def _evaluation_freshness(self, cluster: str) -> float | None:
         """The reader freshness a round judged on, kept for the recorder (replays use it)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -22,7 +23,8 @@ from monitor.model.observations import (
     PartitionMetadata,
 )
 from monitor.serve.http.app import build_app
-from monitor.serve.http.v3 import prepare_status_replies, round_replies
+from monitor.serve.http.v3 import prepare_status_replies
+from monitor.serve.reply_table import ReplyTable, TableWriter
 from monitor.service import Service
 
 C = "prod"
@@ -277,19 +279,30 @@ def test_status_body_is_rendered_once_per_round() -> None:
     run(check)
 
 
-def test_behind_the_front_every_groups_status_is_a_round_reply() -> None:
-    """The replies handed to the HTTP front (``monitor/serve/front.py``): every group's
-    ``/status``, rendered before the round is served, each the handler's own answer."""
+def test_behind_the_front_every_groups_status_is_a_round_reply(tmp_path: Path) -> None:
+    """The reply table handed to the HTTP front (``monitor/serve/front.py``): every group's
+    ``/status`` and the paths asked of the round before, rendered before the round is served,
+    each the handler's own answer; this process keeps no copy of them."""
     async def check(service: Service, call: Call) -> None:
+        lag_path = f"/v3/kafka/{C}/consumer/ok/lag"
+        assert (await call("GET", lag_path))[0] == 200  # asked: in the next round's table
+        table = TableWriter(tmp_path / "replies")
         service.evaluator.before_publish = lambda new, old: prepare_status_replies(
-            new, old, 10.0, every_group=True)
+            new, old, 10.0, table, every_group=True)
         service.evaluator.run_once(T0 + 11)
         result = service.evaluator.result(C)
         assert result is not None and len(result.group_names()) == 2
-        replies = dict(round_replies(result))
-        assert set(replies) == {f"/v3/kafka/{C}/consumer/{g}/status"
-                                for g in result.group_names()}
-        for path, body in replies.items():
-            assert await call("GET", path) == (200, json.loads(body))
+        assert not result.views
+        paths = {f"/v3/kafka/{C}/consumer/{g}/status" for g in result.group_names()}
+        assert table.commit() == len(paths) + 1
+        replies = ReplyTable(tmp_path / "replies")
+        try:
+            for path in [*paths, lag_path]:
+                body = replies.get(path)
+                assert body is not None
+                assert await call("GET", path) == (200, json.loads(body))
+            assert replies.get(f"/v3/kafka/{C}/consumer/nosuch/status") is None
+        finally:
+            replies.close()
 
     run(check)

@@ -30,7 +30,7 @@ from monitor.dev.localkafka import LocalKafka
 from monitor.dev.localkafka.workload import HealthyConsumer, ProducerLoad, librdkafka_logger
 from monitor.serve import reply_table
 from monitor.serve.front import RELOAD_EVERY, SOCKET, TABLE
-from monitor.serve.reply_table import ReplyTable, write_table
+from monitor.serve.reply_table import ReplyTable, TableWriter, write_table
 from monitor.supervisor import FRONT_ENV, SERVICE_NICE
 from tests.harness.kafka_fixtures import make_unique_name
 from tests.test_api import AUTH, TOKEN
@@ -67,6 +67,27 @@ def test_paths_with_one_hash_are_told_apart_by_the_stored_path(
         assert table.get("/p/50") is None
     finally:
         table.close()
+
+
+def test_a_table_is_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
+    """Until a new table is committed the old one is served whole; a writer that fails
+    leaves the old one and no file of its own; a path added twice keeps its first body."""
+    target = tmp_path / "t"
+    write_table(target, [("/a", b"1"), ("/b", b"1")])
+    with pytest.raises(RuntimeError), TableWriter(target) as failing:
+        failing.add("/a", b"2")
+        raise RuntimeError("a render failed")
+    assert list(tmp_path.iterdir()) == [target]
+    writer = TableWriter(target)
+    writer.add("/a", b"3")
+    writer.add("/a", b"4")
+    old = ReplyTable(target)
+    assert (old.get("/a"), old.get("/b")) == (b"1", b"1")
+    old.close()
+    assert writer.commit() == 1
+    new = ReplyTable(target)
+    assert (new.get("/a"), new.get("/b")) == (b"3", None)
+    new.close()
 
 
 def test_an_empty_or_foreign_file_is_refused_or_empty(tmp_path: Path) -> None:

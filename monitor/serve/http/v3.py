@@ -32,6 +32,7 @@ from monitor.model.observations import ClusterMetadata, OffsetsDeleted
 from monitor.model.status_json import notfound_json, status_json
 from monitor.serve.http.envelope import SERVICE_KEY, Served, envelope, envelope_body, reply
 from monitor.serve.probe_views import mirror_view
+from monitor.serve.reply_table import TableWriter
 
 _MAX_NAME = 255
 _BAD_NAME = re.compile(r"[\x00-\x1f\x7f]")
@@ -206,17 +207,25 @@ def _status(request: web.Request, only_non_ok: bool) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-def status_reply(result: ClusterEvaluation, path: str, group: str,
-                 only_non_ok: bool, asked: bool = True) -> bytes | None:
-    """The whole ``/status`` (``only_non_ok``) or ``/lag`` reply for ``path``, rendered once
-    per round and kept in the round's views (None: the round does not know the group). A
-    path ``asked`` by a client is remembered, so that the next round has it ready
-    (:func:`prepare_status_replies`); one nobody asks again is not prepared again."""
+def render_status_reply(result: ClusterEvaluation, path: str, group: str,
+                        only_non_ok: bool) -> bytes | None:
+    """The whole ``/status`` (``only_non_ok``) or ``/lag`` reply for ``path`` (None: the
+    round does not know the group), not kept."""
     g = result.built(group)
     if g is None:
         return None
     fragment = json.dumps(status_json(g, only_non_ok)).encode()
-    body = envelope_body(path, "consumer status returned", (("status", fragment),))
+    return envelope_body(path, "consumer status returned", (("status", fragment),))
+
+
+def status_reply(result: ClusterEvaluation, path: str, group: str,
+                 only_non_ok: bool, asked: bool = True) -> bytes | None:
+    """:func:`render_status_reply`, rendered once per round and kept in the round's views.
+    A path ``asked`` by a client is remembered, so that the next round has it ready
+    (:func:`prepare_status_replies`); one nobody asks again is not prepared again."""
+    body = render_status_reply(result, path, group, only_non_ok)
+    if body is None:
+        return None
     result.views[("reply", path)] = body
     if asked:
         result.asked[path] = (group, only_non_ok)
@@ -224,43 +233,40 @@ def status_reply(result: ClusterEvaluation, path: str, group: str,
 
 
 def prepare_status_replies(new: ClusterEvaluation, old: ClusterEvaluation | None,
-                           budget: float, every_group: bool = False) -> int:
+                           budget: float, table: TableWriter | None = None,
+                           every_group: bool = False) -> int:
     """Render in the evaluation thread, before ``new`` is served, the ``/status`` and
     ``/lag`` replies that were asked of ``old`` (pollers ask for the same groups every
     round), so that requests find them ready instead of building them on the event loop,
-    where every other request would wait; with ``every_group`` (the HTTP front answers from
-    the round's replies: :func:`round_replies`) then every group's ``/status`` too. At most
-    ``budget`` seconds; the rest are rendered when asked. Returns how many were rendered."""
+    where every other request would wait. Kept in ``new``'s views, or, behind the HTTP front,
+    written to the round's reply ``table`` (the front answers from it; this process keeps no
+    copy), with ``every_group`` then every group's ``/status`` too. At most ``budget``
+    seconds; the rest are rendered when asked. Returns how many were rendered."""
     deadline = time.monotonic() + budget
     done = 0
-    asked = list(old.asked.items()) if old is not None else []
-    for path, (group, only_non_ok) in asked:
-        if time.monotonic() > deadline:
-            return done
-        if status_reply(new, path, group, only_non_ok, asked=False) is not None:
-            done += 1
-    if not every_group:
-        return done
-    prefix = f"/v3/kafka/{new.cluster}/consumer/"
-    for group in new.group_names():
+    wanted = list(old.asked.items()) if old is not None else []
+    if table is not None and every_group:
+        prefix = f"/v3/kafka/{new.cluster}/consumer/"
+        wanted += [(f"{prefix}{group}/status", (group, True))
+                   for group in new.group_names() if _routable(group)]
+    for path, (group, only_non_ok) in wanted:
         if time.monotonic() > deadline:
             break
-        path = f"{prefix}{group}/status"
-        if ("reply", path) in new.views or not _routable(group):
+        if table is None:
+            body = status_reply(new, path, group, only_non_ok, asked=False)
+        elif path in table:
             continue
-        if status_reply(new, path, group, True, asked=False) is not None:
-            done += 1
+        else:
+            body = render_status_reply(new, path, group, only_non_ok)
+            if body is not None:
+                table.add(path, body)
+        done += body is not None
     return done
 
 
 def _routable(group: str) -> bool:
     """Whether a request can name the group in one path segment (as the routes match it)."""
     return "/" not in group and len(group) <= _MAX_NAME and not _BAD_NAME.search(group)
-
-
-def round_replies(result: ClusterEvaluation) -> list[tuple[str, bytes]]:
-    """The ``/status`` and ``/lag`` replies rendered of ``result`` so far: (path, body)."""
-    return [(key[1], body) for key, body in list(result.views.items()) if key[0] == "reply"]
 
 
 async def delete_consumer(request: web.Request) -> web.Response:
