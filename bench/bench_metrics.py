@@ -9,12 +9,12 @@ A real :class:`~monitor.store.Store` is fed with synthetic observations (no Kafk
 x ``--partitions`` partitions, ``--groups-per-topic`` groups on each (healthy, lagging and
 stopped mixed, one member each), ``--rounds`` rounds of log ends and commits; one real
 evaluation round gives the :class:`~monitor.evaluate.job.ClusterEvaluation`. Then the service's
-own path is timed, a full ``/metrics`` body as the handler builds it: ``generate_latest`` over a
-registry holding :class:`LagExporter`, then :meth:`LagExporter.text`. Printed as one JSON
-object:
+own path is timed, a full ``/metrics`` body as the handler builds it for Prometheus (which
+asks for gzip): ``generate_latest`` over a registry holding :class:`LagExporter`, then the
+exporter's compressed pieces, as one gzip stream. Printed as one JSON object:
 
-* ``prerender_s``: rendering the text after a round (in the service, in the evaluator's
-  thread, off the event loop); ``scrape_first_s``: the first scrape after that;
+* ``prerender_s``: rendering and compressing the text after a round (in the service, in the
+  evaluator's thread, off the event loop); ``scrape_first_s``: the first scrape after that;
   ``scrape_warm_s``: later scrapes in the same round, best of ``--repeat``;
   ``scrape_cold_s``: a scrape that comes before the pre-render and renders itself, the worst
   case; ``target_s`` 1.0 applies to it.
@@ -23,12 +23,15 @@ object:
   (``GaugeMetricFamily.add_metric`` per sample) and rendered by ``generate_latest``;
   ``ratio_reference_vs_cold``: how many times slower that is than our whole cold scrape
   (``ratio_reference_vs_prerender``: than the pre-render).
+* ``bytes``: the text, ``gzip_bytes``: the body sent, ``held_bytes``: the compressed pieces the
+  exporter keeps from one round to the next.
 * ``evaluation_s``: the evaluation round itself, for scale.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import platform
 import sys
@@ -53,6 +56,7 @@ from monitor.model.observations import (  # noqa: E402
     GroupMember,
     GroupMembership,
 )
+from monitor.serve.metrics.deflated import deflate, gzip_stream  # noqa: E402
 from monitor.serve.metrics.lag import LagExporter  # noqa: E402
 from monitor.store.store import Store  # noqa: E402
 
@@ -154,20 +158,22 @@ def scrape_figures(evaluator: Evaluator, store: Store, partition_series: bool, n
     registry = CollectorRegistry()
     registry.register(exporter)
 
-    def scrape() -> bytes:  # the /metrics handler's body
-        return generate_latest(registry) + exporter.text()
+    def scrape() -> bytes:  # the /metrics handler's body for a client that accepts gzip
+        return b"".join(gzip_stream((deflate(generate_latest(registry)), *exporter.chunks())))
 
     evaluator.run_once(now)  # a fresh round, then what the service does after it
     prerender, _ = best(exporter.prerender, 1)
-    first, text = best(scrape, 1)
+    first, body = best(scrape, 1)
     warm, again = best(scrape, repeat)
-    assert again == text
+    assert again == body
+    text = gzip.decompress(body)
+    held = sum(len(c.data) for c in exporter.chunks())
     evaluator.run_once(now)  # a fresh round, scraped before any pre-render
     cold, _ = best(scrape, 1)
     samples = sum(1 for line in text.split(b"\n") if line and not line.startswith(b"#"))
     return {"prerender_s": round(prerender, 4), "scrape_first_s": round(first, 4),
             "scrape_warm_s": round(warm, 4), "scrape_cold_s": round(cold, 4),
-            "samples": samples, "bytes": len(text)}
+            "samples": samples, "bytes": len(text), "gzip_bytes": len(body), "held_bytes": held}
 
 
 def main() -> None:

@@ -213,6 +213,13 @@ def free_port() -> int:
 
 def tree_rss_bytes(root_pid: int) -> int:
     """Resident memory of a process and all its descendants (Linux /proc)."""
+    return sum(p["VmRSS"] for p in tree_memory(root_pid).values())
+
+
+def tree_memory(root_pid: int) -> dict[str, dict[str, int]]:
+    """Per process of the tree (``pid name``): resident memory (``VmRSS``) and its parts
+    (``RssAnon``: heap; ``RssFile``: mapped files, code included; ``RssShmem``: shared memory,
+    such as the front's reply table in /dev/shm), in bytes."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -222,18 +229,20 @@ def tree_rss_bytes(root_pid: int) -> int:
             except OSError:
                 continue
             children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [root_pid]
+    out: dict[str, dict[str, int]] = {}
+    todo = [root_pid]
     while todo:
         pid = todo.pop()
         todo.extend(children.get(pid, []))
         try:
             with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
-            pass
-    return total
+            continue
+        out[f"{pid} {fields['Name'].strip()}"] = {
+            key: int(fields[key].split()[0]) * 1024
+            for key in ("VmRSS", "RssAnon", "RssFile", "RssShmem") if key in fields}
+    return out
 
 
 class Side:
@@ -494,6 +503,9 @@ def measure(side: Side, kafka: LocalKafka, groups: int, rounds: int, args: argpa
         out["catch_up_s"] = round((last if last is not None else first) - t0, 2)
         time.sleep(args.settle)
         out["rss_mb"] = round(side.rss() / 2**20, 1)
+        out["rss_by_process_mb"] = {
+            name: {k: round(v / 2**20, 1) for k, v in parts.items()}
+            for name, parts in tree_memory(side.proc.pid).items()}
         if isinstance(side, KafkaMonitor):
             out["evaluation_s"] = evaluation_seconds(side.base)
         with ingesting(kafka.bootstrap_servers, groups, rounds, args.ingest_rate) as counter:

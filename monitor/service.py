@@ -29,7 +29,13 @@ from monitor.ingest.base import Collector
 from monitor.ingest.offsets_topic import OffsetsTopicCollector
 from monitor.ingest.registry import build_collectors
 from monitor.record.recorder import build_recorder
-from monitor.runtime import enable_crash_traces, tune_gc, tune_malloc, tune_threads
+from monitor.runtime import (
+    enable_crash_traces,
+    release_free_memory,
+    tune_gc,
+    tune_malloc,
+    tune_threads,
+)
 from monitor.serve.front import SOCKET as FRONT_SOCKET
 from monitor.serve.front import TABLE as FRONT_TABLE
 from monitor.serve.http.app import build_app
@@ -330,6 +336,7 @@ class Service:
             self.exporter.prerender()
         except Exception:  # the round stands; the next scrape renders it (and fails loudly)
             _log.exception("metrics pre-render failed")
+        release_free_memory()  # the round before is gone by now: what it held goes back
 
     def _prepare_replies(self, new: ClusterEvaluation, old: ClusterEvaluation | None) -> None:
         """The evaluator's ``before_publish``: the cluster's replies rendered ahead, into the
