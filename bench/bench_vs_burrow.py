@@ -514,6 +514,9 @@ def measure(side: Side, kafka: LocalKafka, groups: int, rounds: int, args: argpa
             out["status"]["ingest_commits_per_s"] = round(
                 (counter.value - c0) / (time.monotonic() - w0))
         out["rss_after_load_mb"] = round(side.rss() / 2**20, 1)
+        out["rss_after_load_by_process_mb"] = {
+            name: {k: round(v / 2**20, 1) for k, v in parts.items()}
+            for name, parts in tree_memory(side.proc.pid).items()}
     finally:
         side.stop()
     return out

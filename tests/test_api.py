@@ -4,12 +4,16 @@ store is fed with observations (no Kafka; the end-to-end tests use the real brok
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestServer
 
 from monitor.config import parse_config
@@ -22,6 +26,8 @@ from monitor.model.observations import (
     GroupMembership,
     PartitionMetadata,
 )
+from monitor.serve import reply_table
+from monitor.serve.front import TABLE as FRONT_TABLE
 from monitor.serve.http.app import build_app
 from monitor.serve.http.v3 import prepare_status_replies
 from monitor.serve.reply_table import ReplyTable, TableWriter
@@ -306,3 +312,44 @@ def test_behind_the_front_every_groups_status_is_a_round_reply(tmp_path: Path) -
             replies.close()
 
     run(check)
+
+
+def test_behind_the_front_a_failed_table_is_logged_once_and_no_older_one_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The service's own rounds behind the front: each writes the table; when writing fails
+    (a full /dev/shm, stood in for by a failing ``mkstemp``) the old table is removed, so the
+    front passes requests on rather than serve an older round, the failure is logged once,
+    and the next round that can write does."""
+    service = make_service()
+    service.front = tmp_path
+    service.evaluator.run_once = functools.partial(  # type: ignore[method-assign]
+        service.evaluator.run_once, T0 + 11)
+    path = f"/v3/kafka/{C}/consumer/ok/status"
+
+    def served() -> bytes | None:
+        if not (tmp_path / FRONT_TABLE).exists():
+            return None
+        table = ReplyTable(tmp_path / FRONT_TABLE)
+        try:
+            return table.get(path)
+        finally:
+            table.close()
+
+    service._evaluate_and_render()
+    assert served() is not None
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(reply_table.tempfile, "mkstemp", full)
+    with caplog.at_level(logging.ERROR, logger="monitor.service"):
+        service._evaluate_and_render()
+        service._evaluate_and_render()
+    assert served() is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "writing the replies for the HTTP front failed"]
+    monkeypatch.undo()
+    service._evaluate_and_render()
+    assert served() is not None
+    assert list(tmp_path.iterdir()) == [tmp_path / FRONT_TABLE]  # no writer's file left
