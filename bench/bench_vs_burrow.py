@@ -26,7 +26,8 @@ Each side is measured the same way:
   evaluation round after catch-up (``kafka_monitor_evaluation_duration_seconds``);
 * ``rss_mb``: resident memory of the whole process tree after catch-up (ours: the supervisor
   and the service), and ``idle_rss_mb`` of the same program on an empty cluster, so that the
-  growth per group-partition is ``(rss - idle) / size``;
+  growth per group-partition is ``(rss - idle) / size``; ``rss_by_process_mb``: the same per
+  process (ours: the front, the service), split into heap, mapped files and shared memory;
 * ``status``: ``wrk -t2 -c32 -d<seconds>s`` (Debian's ``wrk``, also unpacked into the cache)
   on ``/v3/kafka/<cluster>/consumer/<group>/status`` cycling through every group, while a
   second process re-commits the groups' offsets at ``--ingest-rate`` commits/s and the side
