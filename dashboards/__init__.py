@@ -3,11 +3,11 @@
 The sources are the modules here; the JSON Grafana imports is generated into ``json/`` by
 ``python -m dashboards`` (``make dashboards``) and committed, so operators need no Python to
 use it, and the Helm chart ships it (``helm/kafka-monitor/files/dashboards`` links here).
-``python -m dashboards --check`` and ``tests/test_dashboards.py`` fail when the committed JSON
-differs from what the sources generate.
+``python -m dashboards --check`` and ``tests/unit/dashboards/test_dashboards.py`` fail when the
+committed JSON differs from what the sources generate.
 
-Every query uses a metric the service exports: tests/test_prometheus_e2e.py checks the names
-against a real ``/metrics`` output and runs each query on a real Prometheus.
+Every query uses a metric the service exports: tests/integration/serve/test_prometheus.py
+checks the names against a real ``/metrics`` output and runs each query on a real Prometheus.
 """
 
 from __future__ import annotations

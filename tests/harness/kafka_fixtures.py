@@ -1,18 +1,14 @@
 """pytest fixtures for the real Kafka 0.9.0.1 clusters (see ``monitor.dev.localkafka``).
 
-Loaded as a plugin from ``tests/conftest.py``::
-
-    pytest_plugins = ["tests.harness.kafka_fixtures", ...]
-
-* ``kafka``: 1 broker, ``kafka3``: 3 brokers. Session-scoped and lazy: a cluster starts the
-  first time a test asks for it and stops at the end of the run; a run that selects no Kafka
-  test starts no JVM. Mark tests with ``@pytest.mark.kafka`` / ``@pytest.mark.kafka3``.
-* Tests share the clusters, so they must use their own topics and groups: ``unique_name`` (or
-  ``make_unique_name`` from module/session fixtures).
-* A test that stops or kills a ``kafka3`` broker must restart it before returning (later
-  modules reuse the cluster), ideally followed by ``kafka3.wait_fully_replicated()``. As a
-  safety net, any broker of ``kafka3`` found down after a test is restarted here (and the
-  cluster waited on until fully replicated) with a warning.
+* ``kafka`` (1 broker) and ``kafka3`` (3 brokers, ids 0-2, ``__consumer_offsets`` with
+  replication factor 3): shared by every test of the run, in every xdist worker
+  (``tests/harness/shared_clusters.py``), started the first time a test asks for one. Tests
+  run at the same time on them, so each uses its own topics and groups (``unique_name``, or
+  ``make_unique_name`` in module fixtures) and never stops, kills or restarts a broker (the
+  shared view refuses to).
+* ``own_kafka3``: a 3-broker cluster of the test's own, for tests that stop, kill or restart
+  brokers; such tests are marked ``own_cluster`` (added here), as are tests that start a
+  ``LocalKafka`` of their own with other broker settings.
 """
 
 from __future__ import annotations
@@ -20,17 +16,21 @@ from __future__ import annotations
 import itertools
 import re
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from monitor.config import MonitorConfig, parse_config
 from monitor.dev.localkafka import LocalKafka
+from tests.harness.shared_clusters import ClusterPool, PoolClient
 
-__all__ = ["kafka", "kafka3", "make_unique_name", "unique_name"]
+__all__ = ["defaults_config", "kafka", "kafka3", "make_unique_name", "own_kafka3",
+           "unique_name"]
 
 _counter = itertools.count(1)
+_POOL = pytest.StashKey[ClusterPool]()
+_CLIENT = pytest.StashKey[PoolClient]()
+_WORKERINPUT_KEY = "kafka_cluster_pool"
 
 
 def make_unique_name(prefix: str, hint: str = "") -> str:
@@ -71,43 +71,61 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
     return lambda prefix: make_unique_name(prefix, request.node.name)
 
 
-def _cluster(num_brokers: int) -> Iterator[LocalKafka]:
-    cluster = LocalKafka(num_brokers, offsets_topic_partitions=4)
+# --------------------------------------------------------------------------- the shared pool
+
+
+def _pool(config: pytest.Config) -> ClusterPool:
+    """This process's pool (the owner's), made on first use."""
+    if _POOL not in config.stash:
+        config.stash[_POOL] = ClusterPool()
+    return config.stash[_POOL]
+
+
+def _describe(config: pytest.Config, name: str) -> dict[str, object]:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and _WORKERINPUT_KEY in workerinput:
+        if _CLIENT not in config.stash:
+            config.stash[_CLIENT] = PoolClient(**workerinput[_WORKERINPUT_KEY])
+        return config.stash[_CLIENT].describe(name)
+    return _pool(config).describe(name)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """xdist's controller, before each worker starts: where the pool answers."""
+    config: pytest.Config = node.config  # type: ignore[attr-defined]
+    pool = _pool(config)
+    node.workerinput[_WORKERINPUT_KEY] = pool.serve()  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _POOL in session.config.stash:
+        session.config.stash[_POOL].close()
+
+
+@pytest.fixture(scope="session")
+def kafka(request: pytest.FixtureRequest) -> Iterator[LocalKafka]:
+    """The run's shared 1-broker Kafka 0.9.0.1 cluster (with ZooKeeper)."""
+    view = LocalKafka.attach(_describe(request.config, "kafka"))
+    yield view
+    view.stop()  # forgets it; the owner stops it at the end of the run
+
+
+@pytest.fixture(scope="session")
+def kafka3(request: pytest.FixtureRequest) -> Iterator[LocalKafka]:
+    """The run's shared 3-broker Kafka 0.9.0.1 cluster (ids 0, 1, 2)."""
+    view = LocalKafka.attach(_describe(request.config, "kafka3"))
+    yield view
+    view.stop()
+
+
+@pytest.fixture
+def own_kafka3() -> Iterator[LocalKafka]:
+    """A 3-broker cluster of this test's own (ids 0, 1, 2), stopped by PID afterwards even when
+    the test fails: brokers may be stopped, killed and restarted at will."""
+    cluster = LocalKafka(3, offsets_topic_partitions=4)
     cluster.start()
     try:
         yield cluster
     finally:
-        # Throw-away data: no need for a controlled shutdown.
         cluster.stop(graceful=False)
-
-
-@pytest.fixture(scope="session")
-def kafka() -> Iterator[LocalKafka]:
-    """A 1-broker Kafka 0.9.0.1 cluster (with ZooKeeper), shared by the whole run."""
-    yield from _cluster(1)
-
-
-@pytest.fixture(scope="session")
-def kafka3() -> Iterator[LocalKafka]:
-    """A 3-broker Kafka 0.9.0.1 cluster (ids 0, 1, 2), shared by the whole run.
-    ``__consumer_offsets`` has replication factor 3."""
-    yield from _cluster(3)
-
-
-@pytest.fixture(autouse=True)
-def _restore_kafka3_brokers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Safety net: restart any ``kafka3`` broker a test left stopped."""
-    if "kafka3" not in request.fixturenames:
-        yield
-        return
-    cluster: LocalKafka = request.getfixturevalue("kafka3")
-    yield
-    down = [b.id for b in cluster.brokers if not b.running]
-    for broker_id in down:
-        cluster.start_broker(broker_id)
-    if down:
-        cluster.wait_fully_replicated()
-        warnings.warn(
-            f"{request.node.nodeid} left kafka3 broker(s) {down} down; restarted them",
-            stacklevel=1,
-        )

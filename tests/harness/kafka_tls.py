@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.tools import require
+from tests.harness.tools import require
 
 PASSWORD = "kafka-monitor-test"
 

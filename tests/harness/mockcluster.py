@@ -38,7 +38,7 @@ _EOF = object()
 
 #: librdkafka settings that make clients of the mock notice injected faults, and their repair,
 #: within about a second instead of librdkafka's production defaults. Measured against the
-#: mock with confluent-kafka 2.16.1 (see tests/test_harness_mock.py):
+#: mock with confluent-kafka 2.16.1 (see tests/integration/harness/test_mockcluster.py):
 #:
 #: * topic.metadata.refresh.interval.ms (default 300000): a downed mock broker disappears from
 #:   Metadata responses, so a client that refreshed metadata meanwhile drops that broker and
@@ -98,7 +98,7 @@ class MockCluster:
       AdminClient's list_consumer_group_offsets times out (``_TIMED_OUT``); after the
       coordinator moves, a fresh AdminClient succeeds but one that had cached the old
       coordinator keeps timing out, and retrying on it can abort the process (librdkafka
-      issue #4605) - see tests/test_harness_mock.py.
+      issue #4605) - see tests/integration/harness/test_mockcluster.py.
     * ``set_rtt``: every response of that broker is delayed by the given time.
 
     Other mock limits: list_consumer_group_offsets needs explicit partitions (else it returns

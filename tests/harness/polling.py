@@ -56,3 +56,13 @@ def process_gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state in ("Z", "X")
+
+
+def wait_for_kafka(fn: Callable[[], T], timeout: float, what: str, **kwargs: Any) -> T:
+    """``wait_for`` polling every 0.2 s, with Kafka's and the sockets' errors (brokers coming
+    up, a leader moving) counted as "not yet"."""
+    from confluent_kafka import KafkaException
+
+    kwargs.setdefault("interval", 0.2)
+    kwargs.setdefault("retry_on", (KafkaException, OSError, RuntimeError))
+    return wait_for(fn, timeout, what, **kwargs)

