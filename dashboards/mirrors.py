@@ -1,6 +1,7 @@
 """Mirrors (``mirrors[]`` in the configuration, :mod:`monitor.ingest.mirror`): replication latency
 and loss from the mirror canary, source-minus-destination log-end lag, records counted per
-window at both ends, and the mirroring group's status and lag.
+window at both ends, the mirroring group's status and lag, and each source group's failover
+plan (ready, not verified, records read again).
 
 Metric names are ``kafka_mirror_*`` (monitor/ingest/mirror.py) and ``kafka_mirror_canary_*``
 (monitor/ingest/canary/metrics.py).
@@ -85,6 +86,24 @@ def build() -> Dashboard:
             (12, series("Log-end lag per partition", [
                 (f"kafka_mirror_lag{{{SEL}}}", "{{mirror}} / {{topic}} [{{partition}}]")],
                 "short")),
+        ]),
+        (8, [  # failover: each source group's plan on the destination (monitor/ingest/failover)
+            (8, _stat("Groups ready to fail over",
+                      f"sum by (mirror) (kafka_mirror_failover_ready{{{SEL}}}) / count by "
+                      f"(mirror) (kafka_mirror_failover_ready{{{SEL}}})", "percentunit",
+                      steps((None, "red"), (0.99, "orange"), (1, "green")),
+                      "Share of the source groups whose failover plan is verified: the "
+                      "destination holds their first unconsumed record after the translated "
+                      "offsets.")),
+            (8, series("Failover plan not verified", [
+                (f"1 - kafka_mirror_failover_ready{{{SEL}}}", "{{mirror}} / {{group}}"),
+                (f"kafka_mirror_failover_state{{{SEL},state=\"would_skip\"}}",
+                 "{{mirror}} / {{group}} would skip"),
+            ], "short", "1 while a group's plan is not verified (mirror behind, unverifiable "
+                "or would skip).")),
+            (8, series("Failover: records read again", [
+                (f"kafka_mirror_failover_reread_records{{{SEL}}}", "{{mirror}} / {{group}}"),
+            ], "short", "Records a failover would read a second time (the margin's cost).")),
         ]),
     ])
     return dashboard(

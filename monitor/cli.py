@@ -3,7 +3,8 @@
 ``check-config FILE`` validates a configuration and prints it as the service will use it;
 ``run --config FILE`` starts the service; ``healthcheck --config FILE`` asks it for /healthz
 (the container image's health check); ``demo`` runs a local Kafka with a demo workload and
-the service watching it; ``pipeline stream|backtest`` run the Spark jobs.
+the service watching it; ``pipeline stream|backtest`` run the Spark jobs; ``failover
+plan|apply`` translate groups' positions to a mirror's destination and commit one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 
 from monitor import __version__
 from monitor.config import ConfigError, effective_config, load_config
+from monitor.failover.commands import add_failover_parser
 from monitor.logs import setup_logging
 from monitor.pipeline.commands import add_pipeline_parser
 from monitor.supervisor import Supervisor, child_command, is_supervised_child
@@ -57,27 +59,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def _healthcheck(args: argparse.Namespace) -> int:
     """GET /healthz of the service this configuration describes, on this host: exit 0 when
-    it answers 200 (the container image's HEALTHCHECK). Over TLS the server's certificate is
-    not verified (it is our own, asked by loopback); with mutual TLS the server's own
-    certificate and key are presented as the client's."""
-    import ssl
+    it answers 200 (the container image's HEALTHCHECK)."""
     import urllib.request
 
+    from monitor.serve.http.tls import local_client
+
     config = load_config(args.config)
-    http = config.http
-    host = "127.0.0.1" if http.host in ("0.0.0.0", "", "::") else http.host
-    context: ssl.SSLContext | None = None
-    scheme = "http"
-    if http.tls is not None:
-        scheme = "https"
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        if http.tls.client_ca_file is not None:
-            password = (http.tls.key_password.get_secret_value()
-                        if http.tls.key_password is not None else None)
-            context.load_cert_chain(http.tls.cert_file, http.tls.key_file, password)
-    url = f"{scheme}://{host}:{http.port}/healthz"
+    base, context = local_client(config.http)
+    url = f"{base}/healthz"
     try:
         with urllib.request.urlopen(url, timeout=args.timeout, context=context) as response:
             status = int(response.status)
@@ -129,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
 
     add_pipeline_parser(commands)  # pipeline stream|backtest (Spark, imported when run)
+    add_failover_parser(commands)  # failover plan|apply
     return parser
 
 

@@ -480,6 +480,42 @@ class CanaryConfig(_Model):
     )
 
 
+class FailoverConfig(_Model):
+    """Failover translation of each source group's position to the destination by record
+    timestamp (``monitor/ingest/failover/``), kept current and verified record by record."""
+
+    enabled: bool = Field(
+        default=True, description="translate and verify each group's position on the mirrored "
+        "topics (needs record timestamps: Kafka 0.10 or later at both ends)",
+    )
+    margin: DurationOrOff = Field(
+        default=60.0, ge=0, description="translated offsets look up the group's position time "
+        "less this much: records whose timestamps run out of order by up to this much "
+        "(producer clocks, batching, retries) are read again rather than skipped",
+    )
+    interval: Duration = Field(default=30.0, gt=0, description="seconds between rounds")
+    max_fetches: int = Field(
+        default=200, ge=1, le=100_000,
+        description="record fetches and destination scans per round at most (results are "
+        "cached per committed offset: a group that does not move costs nothing)",
+    )
+    scan_records: int = Field(
+        default=1000, ge=1, le=1_000_000,
+        description="records read from a translated offset on, at most, to find the group's "
+        "position there",
+    )
+    fetch_timeout: Duration = Field(default=10.0, gt=0,
+                                    description="a round's reads give up after this")
+    destination_prefix: str = Field(
+        default="", max_length=200, description="prefix of the mirrored topics' names at the "
+        "destination (MirrorMaker 2's default replication policy: '<source alias>.')",
+    )
+    max_plan_age: Duration = Field(
+        default=900.0, gt=0, description="failover apply refuses a plan last checked longer "
+        "ago than this (override with --max-age)",
+    )
+
+
 class MirrorConfig(_Model):
     name: str = Field(pattern=_NAME_RE)
     source: str
@@ -506,6 +542,7 @@ class MirrorConfig(_Model):
         default=10.0, description="the destination's window is shifted by this much (the "
         "expected replication latency)"
     )
+    failover: FailoverConfig = Field(default_factory=FailoverConfig)
 
 
 class HttpTlsConfig(_Model):

@@ -20,6 +20,12 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+# Property tests judge results, never speed: a deadline fails them when the machine is busy
+# (tests run side by side on 2 cores), and speed is measured in bench/.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 pytest_plugins = [
     "tests.harness.kafka_fixtures",

@@ -48,6 +48,7 @@ from monitor.ingest.admin_worker import (
 )
 from monitor.ingest.base import Collector
 from monitor.ingest.kafka_client import client_config
+from monitor.model.metric_catalogue import Reading
 from monitor.model.observations import (
     CommitBatch,
     GroupDeleted,
@@ -92,6 +93,9 @@ class RoundStats:
     deleted_groups: int = 0
     deleted_offsets: int = 0
     failures: dict[str, str] = field(default_factory=dict)  # group -> error
+    # Groups whose offsets were read but whose description failed (state and members unknown),
+    # e.g. KIP-848 groups where the broker has no ConsumerGroupDescribe: group -> error.
+    undescribed: dict[str, str] = field(default_factory=dict)
     worker_pid: int | None = None
     worker_started: bool = False  # this round spawned a new worker
     worker_retired: bool = False  # ... and/or replaced it afterwards
@@ -148,6 +152,8 @@ class GroupOffsetsCollector(Collector):
         self.worker_starts = 0
         self._closed = False
         self.last_round: RoundStats | None = None
+        self.describe_failures = 0  # groups not described, summed over rounds
+        self._undescribed: set[str] = set()  # logged once until described again
 
     @property
     def worker_pid(self) -> int | None:
@@ -307,6 +313,7 @@ class GroupOffsetsCollector(Collector):
         now = time.time()
         for group, result in r.described.items():
             if result[0] != "ok":
+                stats.undescribed[group] = f"{result[1]}: {result[2]}"
                 continue
             if result[1]["state"] == "Dead":
                 # Kafka's answer for a group with no members and no metadata (0.9: whenever
@@ -377,6 +384,21 @@ class GroupOffsetsCollector(Collector):
             stats.deleted_offsets += len(gone)
         for group, error in stats.failures.items():
             store.put_group_fetch_failed(GroupFetchFailed(cluster, group, error, observed))
+        self._report_undescribed(stats)
+
+    def _report_undescribed(self, stats: RoundStats) -> None:
+        """Counted every round, logged when a group starts failing to be described: its
+        offsets are still judged, only its state and members are unknown."""
+        self.describe_failures += len(stats.undescribed)
+        for group in sorted(stats.undescribed.keys() - self._undescribed):
+            _log.warning("group not described; its offsets are still read",
+                         extra={"collector": self.name, "group": group,
+                                "error": stats.undescribed[group]})
+        self._undescribed = set(stats.undescribed)
+
+    def counters(self) -> list[Reading]:
+        return [Reading("kafka_monitor_group_describe_failures", (self.cluster,),
+                        self.describe_failures)]
 
     def _gone(
         self,

@@ -10,13 +10,15 @@ from monitor.config import MonitorConfig
 from monitor.ingest.base import Collector
 from monitor.ingest.canary.metrics import CanaryMetrics
 from monitor.ingest.canary.probe import CanaryProbe
+from monitor.ingest.failover.collector import FailoverCollector
 from monitor.ingest.mirror import MirrorCollector
 from monitor.store.store import Store
 
 
 def build_probes(config: MonitorConfig, store: Store) -> list[Collector]:
-    """A canary per cluster (``canary.enabled``) and, per mirror, its checks and (with
-    ``mirrors[].canary``) a canary from its source to its destination."""
+    """A canary per cluster (``canary.enabled``) and, per mirror, its checks, (with
+    ``mirrors[].canary``) a canary from its source to its destination and (with
+    ``mirrors[].failover.enabled``) its groups' failover plans."""
     probes: list[Collector] = []
     if config.canary.enabled:
         metrics = CanaryMetrics("kafka_canary", "cluster")
@@ -35,4 +37,8 @@ def build_probes(config: MonitorConfig, store: Store) -> list[Collector]:
         probes.append(MirrorCollector(
             mirror, config.collectors.broker_offsets_interval, store, canary
         ))
+        if mirror.failover.enabled:
+            probes.append(FailoverCollector(
+                mirror, config.cluster(mirror.source), config.cluster(mirror.destination), store
+            ))
     return probes

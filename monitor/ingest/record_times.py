@@ -27,24 +27,18 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import (
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaError,
-    Message,
-    TopicPartition,
-)
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, Message
 
 from monitor.config import ClusterConfig, LagTimeConfig
 from monitor.ingest.base import Collector
 from monitor.ingest.kafka_client import client_config
+from monitor.ingest.record_fetch import ONE_RECORD, Position, fetch_records
 from monitor.model.metric_catalogue import Reading
 from monitor.model.observations import RecordTimes
 from monitor.store.store import Store
 
 _log = logging.getLogger("monitor.collector.record_times")
 
-Position = tuple[str, int, int]  # topic, partition, committed offset
 NO_TIMESTAMP_BACKOFF = 600.0
 """A topic whose records carry no timestamp is not fetched from again for this long."""
 RESULTS = ("timestamp", "no_timestamp", "deleted", "compacted", "denied", "log_end",
@@ -52,7 +46,6 @@ RESULTS = ("timestamp", "no_timestamp", "deleted", "compacted", "denied", "log_e
 """How a fetch ended (the counter's ``result`` label)."""
 _KEPT = {"no_timestamp", "deleted", "compacted", "denied"}
 """Fallbacks cached for the position like a timestamp: fetching again would say the same."""
-_POLL = 0.2
 
 
 class RecordTimesCollector(Collector):
@@ -115,75 +108,17 @@ class RecordTimesCollector(Collector):
             self._consumer = Consumer(client_config(self._cluster, **{
                 "group.id": f"kafka-monitor-lag-time-{self.cluster}",  # never joined
                 "client.id": f"kafka-monitor-lag-time-{self.cluster}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": True,
-                "auto.offset.reset": "error",  # a deleted offset is reported, not skipped
-                # One record is wanted per partition: small fetches, no read-ahead.
-                "fetch.max.bytes": 1_048_576,
-                "max.partition.fetch.bytes": 65_536,
-                "queued.min.messages": 1,
-                "queued.max.messages.kbytes": 1024,
+                **ONE_RECORD,
             }))
         return self._consumer
 
     def _fetch(self, todo: list[Position]) -> dict[Position, int | str]:
-        """One record per position: in waves of one offset per partition (two groups at
-        different offsets of a partition take two waves), within ``fetch_timeout``."""
-        consumer = self._client()
-        deadline = time.monotonic() + self._config.fetch_timeout
-        out: dict[Position, int | str] = {}
-        left = list(todo)
-        while left and time.monotonic() < deadline:
-            wave: dict[tuple[str, int], int] = {}
-            rest: list[Position] = []
-            for topic, partition, offset in left:
-                if (topic, partition) in wave:
-                    rest.append((topic, partition, offset))
-                else:
-                    wave[(topic, partition)] = offset
-            left = rest
-            consumer.assign([TopicPartition(t, p, o) for (t, p), o in wave.items()])
-            try:
-                while wave and time.monotonic() < deadline:
-                    for m in consumer.consume(len(wave), _POLL):
-                        tp = (m.topic() or "", m.partition() or 0)
-                        at = wave.get(tp)
-                        if at is None:
-                            continue
-                        result = _result(m, at)
-                        if result is not None:
-                            out[(tp[0], tp[1], at)] = result
-                            del wave[tp]
-            finally:
-                consumer.unassign()
-            for (t, p), o in wave.items():
-                out[(t, p, o)] = "timeout"
-        for position in left:
-            out[position] = "timeout"
-        return out
+        found = fetch_records(self._client(), todo, self._config.fetch_timeout)
+        return {p: _timestamp(m) if isinstance(m, Message) else m for p, m in found.items()}
 
 
-def _result(m: Message, offset: int) -> int | str | None:
-    """The timestamp of the record at ``offset`` or why there is none; None: not this
-    partition's answer (an error for another reason, ignored)."""
-    err = m.error()
-    if err is not None:
-        code = err.code()
-        if code == KafkaError._PARTITION_EOF:
-            return "log_end"
-        if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
-            return "deleted"
-        if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                    KafkaError.GROUP_AUTHORIZATION_FAILED):
-            return "denied"
-        _log.warning("record fetch failed", extra={"topic": m.topic(), "error": str(err)})
-        return "error"
-    at = m.offset()
-    if at is None or at < offset:
-        return None  # an older record of an earlier fetch: the one wanted comes next
-    if at > offset:
-        return "compacted"
+def _timestamp(m: Message) -> int | str:
+    """The record's timestamp, or ``no_timestamp`` (brokers before 0.10)."""
     kind, ts = m.timestamp()
     if kind == TIMESTAMP_NOT_AVAILABLE or ts <= 0:
         return "no_timestamp"

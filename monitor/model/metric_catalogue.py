@@ -57,6 +57,7 @@ _C = ("cluster",)
 _CB = ("cluster", "broker")
 _CC = ("cluster", "collector")
 _MT = ("mirror", "topic")
+_MG = ("mirror", "group")
 
 
 def _g(name: str, help: str, labels: tuple[str, ...]) -> Family:
@@ -217,6 +218,13 @@ COLLECTOR_COUNTERS = (
     _c("kafka_monitor_offsets_topic_handler_errors",
        "Batches whose handling raised (a bug; the reader goes on).", _C),
     _c("kafka_monitor_offsets_topic_reader_restarts", "Reader thread restarts.", _C),
+    _c("kafka_monitor_group_describe_failures",
+       "Groups whose offsets were read but whose description (state, members) failed, summed "
+       "over rounds (e.g. KIP-848 groups on a broker without ConsumerGroupDescribe).", _C),
+    _c("kafka_monitor_failover_checks",
+       "Failover topic plans made, by result: verified, mirror_behind, unverifiable, "
+       "would_skip, no_timestamp (records without timestamps: Kafka before 0.10), budget "
+       "(left for a later round).", ("mirror", "result")),
     _c("kafka_monitor_lag_time_fetches",
        "Records fetched for their timestamp (the exact lag in seconds), by result: timestamp, "
        "or the fallback's reason (no_timestamp, deleted, compacted, denied, log_end, timeout, "
@@ -292,6 +300,19 @@ _MIRROR = (
        "Source minus destination records in the last closed window.", _MT),
     _g("kafka_mirror_window_difference_sum",
        "Source minus destination records over every closed window since start.", _MT),
+    _g("kafka_mirror_failover_ready",
+       "1 when the group's failover plan to the destination is verified (skips nothing).",
+       _MG),
+    _g("kafka_mirror_failover_state",
+       "1 for the plan's state: verified, mirror_behind, unverifiable, would_skip.",
+       (*_MG, "state")),
+    _g("kafka_mirror_failover_reread_records",
+       "Records a failover would read again (exact when verified with equal partitions, "
+       "else at most).", _MG),
+    _g("kafka_mirror_failover_reread_seconds",
+       "Seconds of records a failover would read again.", _MG),
+    _g("kafka_mirror_failover_age_seconds",
+       "Seconds since the plan was last checked against the group's committed offsets.", _MG),
 )
 
 #: Canary probes: one set per (prefix, scope label): the per-cluster canaries and the canaries

@@ -5,14 +5,34 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tests.harness.polling import wait_for as _wait_for
 
-__all__ = ["free_port", "http", "wait_for"]
+__all__ = ["free_port", "http", "wait_for", "wait_listening"]
+
+
+def wait_listening(proc: subprocess.Popen[Any], port: int, log: Path, name: str,
+                   timeout: float = 30) -> None:
+    """Return once ``proc`` accepts connections on ``port``; raise with its log's tail if it
+    exits or does not listen within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited: {log.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} not listening after {timeout:g} s") from None
+            time.sleep(0.05)
 
 
 def free_port() -> int:

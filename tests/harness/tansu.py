@@ -8,13 +8,13 @@ around by the tests, never by the product.
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import time
 from pathlib import Path
 from types import TracebackType
 
 import pytest
+
+from tests.harness.net import free_port, wait_listening
 
 
 def tansu_binary() -> Path:
@@ -29,17 +29,11 @@ def tansu_binary() -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Tansu:
     """One Tansu broker on 127.0.0.1 with memory storage."""
 
     def __init__(self, log: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self._log_path = log
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -55,17 +49,8 @@ class Tansu:
                  "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
                 stdout=log, stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 30
-        while True:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"tansu exited: {self._log_path.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("tansu not listening after 30 s") from None
-                time.sleep(0.05)
+        wait_listening(self._proc, self.port, self._log_path, "tansu")
+        return self
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

@@ -89,7 +89,7 @@ def test_every_rule_has_a_unit_test() -> None:
 
 
 def test_the_issue_s_alerts_exist() -> None:
-    """Issue 8's list."""
+    """Issue 8's list, and those of later issues."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     for rule in alert_rules():
         by_name.setdefault(rule["alert"], []).append(rule)
@@ -111,6 +111,9 @@ def test_the_issue_s_alerts_exist() -> None:
         "KafkaMirrorLatencyHigh": "kafka_mirror_canary_end_to_end_latency_seconds_bucket",
         "KafkaMirrorCanaryLoss": "kafka_mirror_canary_consume_availability",
         "KafkaMirrorRecordsMissing": "kafka_mirror_window_difference_sum",
+        # issue 28: failover plans
+        "KafkaMirrorFailoverWouldSkip": 'kafka_mirror_failover_state{state="would_skip"}',
+        "KafkaMirrorFailoverNotReady": "kafka_mirror_failover_ready",
     }
     for name, fragment in expected.items():
         assert name in by_name and all(fragment in r["expr"] for r in by_name[name]), name

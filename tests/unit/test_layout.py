@@ -18,7 +18,7 @@ PACKAGE = ROOT / "monitor"
 # Stage -> the stages it may import (at module level or inside a function: a lazy import that
 # closes a circle is still a circle; type-only imports under TYPE_CHECKING are not counted).
 # Read upwards:
-# model <- config <- rules, store <- ingest, evaluate <- serve, record <- pipeline <- service.
+# model <- config <- rules <- store <- ingest, evaluate <- serve, record <- pipeline <- service.
 ALLOWED: dict[str, set[str]] = {
     "monitor": set(),  # the package's __init__ (its version, importable by all)
     "model": set(),
@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"model"},
     "rules": {"model"},
     "store": {"config", "model", "rules"},
-    "ingest": {"config", "logs", "model", "store"},
+    "ingest": {"config", "logs", "model", "rules", "store"},
     "evaluate": {"config", "model", "rules", "store"},
     "record": {"config", "model", "store"},
     "serve": {"config", "evaluate", "ingest", "model", "rules", "store"},
@@ -35,9 +35,11 @@ ALLOWED: dict[str, set[str]] = {
     "service": {"config", "evaluate", "ingest", "logs", "model", "record", "runtime", "serve",
                 "store", "supervisor"},
     "dev": {"config", "ingest", "logs", "model", "runtime", "service"},
+    # acting on what ingest made (failover plan|apply): a command, at the top like cli
+    "failover": {"config", "ingest", "logs", "model", "rules", "serve"},
     "supervisor": set(),  # restarts the service's process; knows nothing of what it does
     # the top; serve: the HTTP front of ``run``, in the supervisor's process
-    "cli": {"config", "logs", "pipeline", "service", "dev", "serve", "supervisor"},
+    "cli": {"config", "failover", "logs", "pipeline", "service", "dev", "serve", "supervisor"},
     "__main__": {"cli"},
 }
 

@@ -27,6 +27,7 @@ from aiohttp import web
 from monitor.config import effective_config
 from monitor.evaluate.job import ClusterEvaluation
 from monitor.ingest.canary.probe import CanaryProbe
+from monitor.ingest.failover.collector import FailoverCollector
 from monitor.ingest.mirror import MirrorCollector
 from monitor.model.observations import ClusterMetadata, OffsetsDeleted
 from monitor.model.status_json import notfound_json, status_json
@@ -369,6 +370,36 @@ async def mirror(request: web.Request) -> web.Response:
                            "mirror": mirror_view(found, service.evaluator)})
 
 
+def _failover(request: web.Request) -> FailoverCollector:
+    service = request.app[SERVICE_KEY]
+    name = _name(request, "mirror")
+    if name not in {m.name for m in service.config.mirrors}:
+        raise web.HTTPNotFound(reason="mirror not found")
+    found = next((c for c in service.collectors
+                  if isinstance(c, FailoverCollector) and c.cluster == name), None)
+    if found is None:
+        raise web.HTTPNotFound(reason="failover not enabled for this mirror")
+    return found
+
+
+async def failover(request: web.Request) -> web.Response:
+    """Our extension: every source group's failover plan (:mod:`monitor.model.failover`)."""
+    found = _failover(request)
+    return reply(request, {"message": "failover plans returned", "failover": found.snapshot()})
+
+
+async def failover_group(request: web.Request) -> web.Response:
+    """Our extension: one group's failover plan, as ``kafka-monitor failover apply`` reads it."""
+    found = _failover(request)
+    group = _name(request, "group")
+    plan = found.plan(group)
+    if plan is None:
+        raise web.HTTPNotFound(reason="no failover plan for this group (it commits no offsets "
+                               "on the mirror's topics at the source, or not yet)")
+    return reply(request, {"message": "failover plan returned",
+                           "plan": plan.as_dict(time.time())})
+
+
 def add_v3_routes(app: web.Application) -> None:
     r = app.router
     r.add_get("/burrow/admin", burrow_admin)
@@ -392,3 +423,5 @@ def add_v3_routes(app: web.Application) -> None:
     r.add_post("/v3/admin/loglevel", loglevel_set)
     r.add_get("/v3/kafka/{cluster}/canary", canary)
     r.add_get("/v3/mirror/{mirror}", mirror)
+    r.add_get("/v3/mirror/{mirror}/failover", failover)
+    r.add_get("/v3/mirror/{mirror}/failover/{group}", failover_group)

@@ -2,11 +2,12 @@
 
 The canaries count their own events as they happen (``monitor/ingest/canary/metrics.py``);
 the mirror gauges are read at scrape time from the mirror collectors' latest round and the
-evaluator, here.
+evaluator, and the failover gauges from the failover collectors' latest plans, here.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import Metric
@@ -15,8 +16,10 @@ from prometheus_client.registry import Collector as PromCollector
 from monitor.evaluate.job import Evaluator
 from monitor.ingest.base import Collector
 from monitor.ingest.canary.probe import CanaryProbe
+from monitor.ingest.failover.collector import FailoverCollector
 from monitor.ingest.mirror import MirrorCollector
 from monitor.model import metric_catalogue as catalogue
+from monitor.model.failover import STATES
 from monitor.serve.probe_views import STATUS_CODE, group_status
 
 
@@ -29,7 +32,39 @@ def probe_metrics(collectors: Sequence[Collector], evaluator: Evaluator) -> list
     mirrors = [c for c in collectors if isinstance(c, MirrorCollector)]
     if mirrors:
         out.append(MirrorMetrics(mirrors, evaluator))
+    failovers = [c for c in collectors if isinstance(c, FailoverCollector)]
+    if failovers:
+        out.append(FailoverMetrics(failovers))
     return out
+
+
+class FailoverMetrics(PromCollector):
+    """``kafka_mirror_failover_*{mirror,group}`` from the failover collectors' latest plans
+    (:mod:`monitor.model.failover`): ready 0/1, the state as a one-hot ``state`` label, the
+    records and seconds a failover would read again, and the plan's age."""
+
+    def __init__(self, collectors: list[FailoverCollector]) -> None:
+        self.collectors = collectors
+
+    def collect(self) -> Iterator[Metric]:
+        now = time.time()
+        ready = catalogue.gauge("kafka_mirror_failover_ready")
+        state = catalogue.gauge("kafka_mirror_failover_state")
+        records = catalogue.gauge("kafka_mirror_failover_reread_records")
+        seconds = catalogue.gauge("kafka_mirror_failover_reread_seconds")
+        age = catalogue.gauge("kafka_mirror_failover_age_seconds")
+        for c in self.collectors:
+            for group, plan in c.plans().items():
+                labels = [c.mirror.name, group]
+                ready.add_metric(labels, float(plan.ready))
+                for s in STATES:
+                    state.add_metric([*labels, s], float(plan.state == s))
+                if plan.reread_records is not None:
+                    records.add_metric(labels, plan.reread_records)
+                if plan.reread_seconds is not None:
+                    seconds.add_metric(labels, plan.reread_seconds)
+                age.add_metric(labels, plan.age(now))
+        yield from (ready, state, records, seconds, age)
 
 
 class MirrorMetrics(PromCollector):

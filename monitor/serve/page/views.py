@@ -10,6 +10,7 @@ from typing import Any
 
 from monitor.evaluate.history import LagHistory
 from monitor.ingest.canary.probe import CanaryProbe
+from monitor.ingest.failover.collector import FailoverCollector
 from monitor.ingest.mirror import MirrorCollector
 from monitor.model.verdicts import GroupStatus, PartitionStatus, RetentionRisk
 from monitor.serve.http.envelope import Served
@@ -259,5 +260,8 @@ def mirror_page(service: Served, name: str) -> dict[str, Any] | None:
         return None
     view = mirror_view(found, service.evaluator)
     group = view.get("group")
+    failover = next((c for c in service.collectors
+                     if isinstance(c, FailoverCollector) and c.cluster == name), None)
     return {"title": f"Mirror {name}", "mirror": view,
-            "group_status": status_badge(group["status"]) if group else None}
+            "group_status": status_badge(group["status"]) if group else None,
+            "failover": failover.snapshot() if failover is not None else None}
