@@ -54,6 +54,14 @@ def noida(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Noida]:
         yield broker
 
 
+def defaults(noida: Noida) -> Any:
+    """The configuration a user gets for this cluster (an HTTP port of its own)."""
+    return parse_config({
+        "clusters": [{"name": "noida", "bootstrap_servers": [noida.bootstrap_servers]}],
+        "http": {"host": "127.0.0.1", "port": 0},
+    })
+
+
 def _status(base: str, group: str) -> dict[str, Any] | None:
     code, body = http("GET", f"{base}/v3/kafka/noida/consumer/{group}/lag")  # every partition
     return body["status"] if code == 200 else None
@@ -74,10 +82,7 @@ def test_each_behaviour_gets_its_verdict_on_the_defaults(noida: Noida) -> None:
         "stalled": StalledConsumer(conf, "t-stalled", "stalled", stall_after_s=20.0),
         "rewound": HealthyConsumer(conf, "t-rewound", "rewound"),
     }
-    config = parse_config({
-        "clusters": [{"name": "noida", "bootstrap_servers": [noida.bootstrap_servers]}],
-        "http": {"host": "127.0.0.1", "port": 0},
-    })
+    config = defaults(noida)
     for worker in (*producers, *consumers.values()):
         worker.start()
     started = time.monotonic()
@@ -169,10 +174,7 @@ def test_a_group_owned_by_a_member_is_shown_with_it(noida: Noida, tmp_path: Path
     admin = AdminClient(conf)
     admin.create_topics([NewTopic("t-owned", 2, 1)])["t-owned"].result(30)
     with ProducerLoad(conf, "t-owned", RATE), HealthyConsumer(conf, "t-owned", "owned") as c:
-        config = parse_config({
-            "clusters": [{"name": "noida", "bootstrap_servers": [noida.bootstrap_servers]}],
-            "http": {"host": "127.0.0.1", "port": 0},
-        })
+        config = defaults(noida)
         with ServiceThread(config) as s:
             base = f"http://127.0.0.1:{s.service.http_port}"
             status = wait_for(lambda: _status(base, "owned"), 90, "the group's status",
@@ -198,10 +200,7 @@ def test_records_deleted_before_the_group_read_them_are_counted_lost(noida: Noid
     admin.alter_consumer_group_offsets(committed)["retained"].result(30)
     deleted = admin.delete_records([TopicPartition("t-retained", 0, 30)])
     assert next(iter(deleted.values())).result(30).low_watermark == 30  # the new log start
-    config = parse_config({
-        "clusters": [{"name": "noida", "bootstrap_servers": [noida.bootstrap_servers]}],
-        "http": {"host": "127.0.0.1", "port": 0},
-    })
+    config = defaults(noida)
     with ServiceThread(config) as s:
         base = f"http://127.0.0.1:{s.service.http_port}"
         status = wait_for(lambda: _status(base, "retained"), 90, "the group's retention risk",
