@@ -47,6 +47,8 @@ _REASONS = {
     "error": "the source answered with an error",
 }
 
+_PERMANENT = {"no_timestamp", "deleted", "compacted", "denied"}
+
 
 @dataclass(slots=True)
 class Budget:
@@ -127,7 +129,12 @@ class Planner:
         if wanted:
             if not budget.take(len(wanted)):
                 return None
-            self.anchors.update(self.source.records(wanted))
+            read = self.source.records(wanted)
+        else:
+            read = {}
+        # Kept: records and answers that would not change; a timeout is asked again.
+        self.anchors.update({p: r for p, r in read.items()
+                             if not isinstance(r, str) or r in _PERMANENT})
         anchors: dict[int, Record] = {}
         for s in source:
             kind, offset = positions[s.partition]
@@ -136,7 +143,8 @@ class Planner:
                                                  "applies on both clusters"
                                                  if kind == "uncommitted" else "empty partition")
                 continue
-            found = self.anchors[(topic, s.partition, offset)]
+            position = (topic, s.partition, offset)
+            found = read[position] if position in read else self.anchors[position]
             if isinstance(found, str):
                 s.reason = _REASONS.get(found, found)
                 continue

@@ -149,3 +149,23 @@ def test_the_budget_stops_a_plan_and_anchors_are_read_once_per_committed_offset(
     p.begin_round()
     assert p.plan_topic("t", {0: 1}, {0: 3}, Budget(100)) is not None
     assert src.reads == reads  # the anchor came from the cache
+
+
+def test_a_source_that_did_not_answer_is_asked_again_next_round() -> None:
+    class Slow(MemoryCluster):
+        answered = False
+
+        def records(self, positions: Sequence[tuple[str, int, int]]) -> dict[
+                tuple[str, int, int], Record | str]:
+            if not self.answered:
+                self.answered = True
+                return dict.fromkeys(positions, "timeout")
+            return super().records(positions)
+
+    p = planner(Slow({"t": [log(0, 1000)]}), MemoryCluster({"t": [log(0, 1000)]}))
+    first = p.plan_topic("t", {0: 1}, {0: 2}, Budget(100))
+    assert first is not None and first.state == "unverifiable"
+    assert first.reason == "the source did not answer in time"
+    p.begin_round()
+    second = p.plan_topic("t", {0: 1}, {0: 2}, Budget(100))
+    assert second is not None and second.state == "verified"
