@@ -52,16 +52,15 @@ def _mirror(config: MonitorConfig, name: str) -> MirrorConfig:
     raise Refused(f"no mirror {name!r} in the configuration (mirrors: {known})")
 
 
-def _readers(config: MonitorConfig, mirror: MirrorConfig) -> tuple[ClusterReads, ClusterReads]:
-    timeout = mirror.failover.fetch_timeout
-    return (ClusterReads(config.cluster(mirror.source), timeout, "failover-cli"),
-            ClusterReads(config.cluster(mirror.destination), timeout, "failover-cli"))
+def _reader(config: MonitorConfig, mirror: MirrorConfig, cluster: str) -> ClusterReads:
+    return ClusterReads(config.cluster(cluster), mirror.failover.fetch_timeout, "failover-cli")
 
 
 def make_plans(config: MonitorConfig, mirror: MirrorConfig,
                group: str | None) -> list[GroupPlan]:
     """Plans made now from both clusters (unbounded work: one command, not a round)."""
-    source, destination = _readers(config, mirror)
+    source = _reader(config, mirror, mirror.source)
+    destination = _reader(config, mirror, mirror.destination)
     planner = Planner(mirror, source, destination)
     try:
         try:
@@ -209,7 +208,7 @@ def apply_command(args: argparse.Namespace) -> int:
         max_age = args.max_age if args.max_age is not None else mirror.failover.max_plan_age
         check(plan, mirror, args.group, max_age, time.time())
         commits = plan.commits()
-        _, destination = _readers(config, mirror)
+        destination = _reader(config, mirror, mirror.destination)
         try:
             members = destination.members(args.group)
             if members:

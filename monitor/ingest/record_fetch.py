@@ -19,6 +19,9 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 _log = logging.getLogger("monitor.collector.record_fetch")
 
 Position = tuple[str, int, int]  # topic, partition, offset
+LASTING = frozenset({"no_timestamp", "deleted", "compacted", "denied"})
+"""Answers that asking again would not change (cached like a record); ``log_end``,
+``timeout`` and ``error`` are asked again."""
 _POLL = 0.2
 
 #: Settings for a consumer that reads one record per partition: small fetches, no read-ahead;

@@ -32,7 +32,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, Message
 from monitor.config import ClusterConfig, LagTimeConfig
 from monitor.ingest.base import Collector
 from monitor.ingest.kafka_client import client_config
-from monitor.ingest.record_fetch import ONE_RECORD, Position, fetch_records
+from monitor.ingest.record_fetch import LASTING, ONE_RECORD, Position, fetch_records
 from monitor.model.metric_catalogue import Reading
 from monitor.model.observations import RecordTimes
 from monitor.store.store import Store
@@ -44,8 +44,6 @@ NO_TIMESTAMP_BACKOFF = 600.0
 RESULTS = ("timestamp", "no_timestamp", "deleted", "compacted", "denied", "log_end",
            "timeout", "error")
 """How a fetch ended (the counter's ``result`` label)."""
-_KEPT = {"no_timestamp", "deleted", "compacted", "denied"}
-"""Fallbacks cached for the position like a timestamp: fetching again would say the same."""
 
 
 class RecordTimesCollector(Collector):
@@ -94,7 +92,7 @@ class RecordTimesCollector(Collector):
             if todo:
                 for position, result in self._fetch(todo).items():
                     self.results["timestamp" if isinstance(result, int) else result] += 1
-                    if isinstance(result, int) or result in _KEPT:
+                    if isinstance(result, int) or result in LASTING:
                         known[position] = result
                     if result == "no_timestamp":
                         self._no_timestamps[position[0]] = now + NO_TIMESTAMP_BACKOFF

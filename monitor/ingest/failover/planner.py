@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from monitor.config import MirrorConfig
 from monitor.ingest.failover.reads import ClusterReads
-from monitor.ingest.record_fetch import Position
+from monitor.ingest.record_fetch import LASTING, Position
 from monitor.model.failover import (
     DestinationPartition,
     GroupPlan,
@@ -35,7 +35,7 @@ from monitor.model.failover import (
     TopicPlan,
     worst,
 )
-from monitor.rules.failover import NO_TIMESTAMPS, Record, find_anchor, reread_seconds
+from monitor.rules.failover import NO_TIMESTAMPS, Record, Scan, find_anchor, reread_seconds
 
 _REASONS = {
     "no_timestamp": NO_TIMESTAMPS,
@@ -46,8 +46,6 @@ _REASONS = {
     "timeout": "the source did not answer in time",
     "error": "the source answered with an error",
 }
-
-_PERMANENT = {"no_timestamp", "deleted", "compacted", "denied"}
 
 
 @dataclass(slots=True)
@@ -134,7 +132,7 @@ class Planner:
             read = {}
         # Kept: records and answers that would not change; a timeout is asked again.
         self.anchors.update({p: r for p, r in read.items()
-                             if not isinstance(r, str) or r in _PERMANENT})
+                             if not isinstance(r, str) or r in LASTING})
         anchors: dict[int, Record] = {}
         for s in source:
             kind, offset = positions[s.partition]
@@ -198,7 +196,7 @@ class Planner:
         return plan
 
 
-def _rereads(plan: TopicPlan, anchors: Mapping[int, Record], scans: Mapping[int, object]) -> None:
+def _rereads(plan: TopicPlan, anchors: Mapping[int, Record], scans: Mapping[int, Scan]) -> None:
     """Records (and seconds) a failover would read again, per destination partition and in all.
 
     ``same``: from the start to the copy of the first unconsumed record (through the copy of
@@ -220,7 +218,7 @@ def _rereads(plan: TopicPlan, anchors: Mapping[int, Record], scans: Mapping[int,
             exact = False
             scan = scans.get(d.partition)
             latest = max((a.timestamp_ms for a in anchors.values()), default=0)
-            records = getattr(scan, "records", ())
+            records = scan.records if scan is not None else ()
             d.reread_records = sum(1 for r in records if r.timestamp_ms <= latest)
     plan.reread_records = sum(d.reread_records or 0 for d in plan.destination)
     plan.reread_exact = exact and bool(plan.destination)
