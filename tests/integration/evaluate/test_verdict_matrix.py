@@ -601,7 +601,13 @@ def check_ok_throughout(fleet: Fleet, key: Key, m: Monitor) -> Row:
 
 def check_silence(fleet: Fleet, scenario: str, c: float, m: Monitor, want: str) -> Row:
     """stalled, stopped, silent, deadpart: OK before the event, ``want`` by the deadline,
-    nothing else on the way, and ``want`` holds."""
+    nothing else on the way, and ``want`` holds.
+
+    A stalled consumer is tolerated as WARN between its freeze and STALL: it still commits,
+    its lag grows with every commit, and until its window holds only the frozen offset it
+    is, by every sample the rules see, a consumer falling behind (true, and an alarm, not a
+    false one). Whether that shows depends on the lags its last moving commits carried (a
+    fleet slowed by a busy machine shows it, one keeping pace does not); the row notes it."""
     key = (scenario, c)
     tl = judged(fleet.timeline(m, key))
     event = event_time(fleet, scenario, c)
@@ -613,8 +619,15 @@ def check_silence(fleet: Fleet, scenario: str, c: float, m: Monitor, want: str) 
     row = Row(tl[-1].status, detected=None if hit is None else hit.t - event, deadline=deadline)
     t0 = fleet.t0
     row.problems += wrong([s for s in tl if s.t < event], {"OK"}, t0, f"before the {scenario}")
-    row.problems += wrong([s for s in tl if s.t >= event], {"OK", want}, t0,
+    until = hit.t if hit is not None else float("inf")
+    transition = {"OK", want, "WARN"} if scenario == "stalled" else {"OK", want}
+    row.problems += wrong([s for s in tl if event <= s.t < until], transition, t0,
                           f"after the {scenario}")
+    row.problems += wrong([s for s in tl if s.t >= until], {"OK", want}, t0,
+                          f"after the {scenario}")
+    warned = first(tl, "WARN", event)
+    if warned is not None and warned.t < until:
+        row.note = f"WARN {warned.t - event:.0f}s after the freeze, before {want}"
     if hit is None:
         row.problems.append(f"never {want} ({tl[-1].status} at the end)")
     elif hit.t - event > deadline + POLL_SLACK:
