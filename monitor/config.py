@@ -372,8 +372,8 @@ class EvaluatorConfig(_Model):
     warn_lag_gaps: float = Field(
         default=2.0, ge=0,
         description="WARN needs the lag to have grown across the window and to exceed this "
-        "many commit gaps' worth of production (sampling between commits explains less); "
-        "0: Burrow's rule",
+        "many commit gaps' worth of production at its last two commits (sampling between "
+        "commits, or one burst, explains less); 0: Burrow's rule",
     )
     gone_stop: DurationOrOff = Field(
         default=10.0,

@@ -1,9 +1,11 @@
-"""``kafka-monitor pipeline stream|backtest``: the Spark jobs from the command line (also what
-``spark-submit`` runs). pyspark is imported only when a job starts."""
+"""``kafka-monitor pipeline stream|backtest|score``: the Spark jobs from the command line (also
+what ``spark-submit`` runs), and the alert-quality score of a labelled recording. pyspark is
+imported only when a job starts."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,58 @@ def _backtest(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     finally:
         spark.stop()
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    from monitor.pipeline.labels import LabelError, load_labels
+    from monitor.pipeline.score import score, summary_rows
+    from monitor.pipeline.scorecard import (
+        DEFAULTS,
+        Thresholds,
+        markdown_table,
+        plot,
+        rule_set_episodes,
+    )
+
+    try:
+        labels = load_labels(args.labels)
+    except LabelError as exc:
+        raise SystemExit(f"kafka-monitor pipeline score: {exc}") from None
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise SystemExit("kafka-monitor pipeline score: --plot needs matplotlib "
+                         "(pip install 'kafka-monitor[bench]')")
+    if not (Path(args.recording) / "observations").is_dir():
+        raise SystemExit(f"kafka-monitor pipeline score: {args.recording}: no recording "
+                         "(an observations/ folder) there")
+    configs = {DEFAULTS: EvaluatorConfig()} if not args.config else {
+        f"config {path.stem}": load_config(path).evaluator for path in args.config
+    }
+    thresholds = Thresholds(args.lag_records, args.lag_seconds, hold=args.hold)
+    evaluate = None
+    spark = None
+    if args.spark:
+        from monitor.pipeline.backtest import run_backtest
+        from monitor.pipeline.spark import spark_session
+
+        spark = spark_session(args.master)
+
+        def evaluate(config: EvaluatorConfig) -> Any:
+            return run_backtest(spark, args.recording, config)["evaluations"].toPandas()
+
+    try:
+        episodes = rule_set_episodes(args.recording, labels, configs=configs,
+                                     thresholds=thresholds, evaluate=evaluate)
+    finally:
+        if spark is not None:
+            spark.stop()
+    results = score(episodes, labels)
+    if args.plot:
+        plot(results, args.plot)
+    if args.format == "json":
+        print(json.dumps(summary_rows(results), indent=1))
+    else:
+        print(markdown_table(results), end="")
     return 0
 
 
@@ -110,3 +164,25 @@ def add_pipeline_parser(commands: Any) -> None:
     back.add_argument("--buckets", type=int, default=8, help="buckets of groups (tasks)")
     back.add_argument("--master", **master)
     back.set_defaults(func=_backtest)
+
+    rate = jobs.add_parser(
+        "score", help="score alert rule sets on a labelled recording (recall, false alarms, "
+        "time to detect and to clear)")
+    rate.add_argument("--recording", required=True, help="the recorder's path")
+    rate.add_argument("--labels", required=True, type=Path,
+                      help="incident windows over the recording (YAML or JSON; see the README)")
+    rate.add_argument("--config", "-c", type=Path, action="append",
+                      help="score this configuration's evaluator section (repeatable; "
+                      "default: the project's defaults)")
+    rate.add_argument("--lag-records", type=int, default=1000,
+                      help="the records threshold alert scored beside (default 1000)")
+    rate.add_argument("--lag-seconds", type=float, default=60.0,
+                      help="the lag-in-seconds threshold alert scored beside (default 60)")
+    rate.add_argument("--hold", type=parse_duration, default=300.0,
+                      help="how long a threshold must hold before it alerts (default 5m)")
+    rate.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    rate.add_argument("--plot", type=Path, help="also draw the scores to this PNG")
+    rate.add_argument("--spark", action="store_true",
+                      help="replay on Spark (recordings too large for one process)")
+    rate.add_argument("--master", **master)
+    rate.set_defaults(func=_score)

@@ -64,10 +64,11 @@ turns all of them off and reproduces Burrow exactly):
     shows a lag of up to about one commit gap of production that creeps up or stays flat for
     many commits in a row (seen on the real broker: WARN most of the time for a consumer a
     few records, under 2 s, behind). Here WARN also needs the lag to have grown across the
-    window (a flat lag is a consumer keeping pace) and the last lag to exceed this many
+    window (a flat lag is a consumer keeping pace) and the last two lags to exceed this many
     commit gaps' worth of production (the log end's advance over the window per gap): more
-    than sampling can explain. A consumer that really falls behind passes that bound as its
-    lag keeps growing.
+    than sampling can explain, and not a single step (a burst read just before the commit
+    that absorbed it). A consumer that really falls behind passes that bound as its lag
+    keeps growing.
 
 (g) ``gone_stop_ms`` (default 10 s; 0 disables) -- a group whose consumers all left (it was
     seen with live members, and now has none) while it has lag is STOP once its silence
@@ -467,18 +468,29 @@ def option_f_lag_beyond_sampling(
     off: IntArray, lags: IntArray, lag_known: BoolArray, gaps: float
 ) -> BoolArray:
     """(f): between the first and the last known lag of each window (``[W, P]`` slot-major
-    inputs), the lag grew and ended above ``gaps`` commit gaps' worth of production (the
-    log end, offset + lag, advanced this much per gap on average)."""
+    inputs), the lag grew and its last two known values are above ``gaps`` commit gaps' worth
+    of production (the log end, offset + lag, advanced this much per gap on average).
+
+    Two in a row, because one is a step, not a trend: a burst the consumer absorbs before its
+    next commit shows one lag far above the others (read between the burst and the commit
+    that covers it), then none (seen on the real broker: WARN for one read after every burst
+    of a consumer committing every 5 s). A consumer falling behind passes the bound at every
+    commit from then on, so it waits one commit gap more."""
     width, p = off.shape
     col = np.arange(p, dtype=np.int64)
     first_j = np.argmax(lag_known, axis=0).astype(np.int64)
     last_j = (width - 1 - np.argmax(lag_known[::-1], axis=0)).astype(np.int64)
+    # The known lag before the last: the second known slot counted from the end.
+    from_end = np.cumsum(lag_known[::-1], axis=0)
+    prev_j = (width - 1 - np.argmax(lag_known[::-1] & (from_end == 2), axis=0)).astype(np.int64)
     first_i, last_i = first_j * p + col, last_j * p + col
-    first_lag, last_lag = lags.reshape(-1)[first_i], lags.reshape(-1)[last_i]
+    flat = lags.reshape(-1)
+    first_lag, last_lag, prev_lag = flat[first_i], flat[last_i], flat[prev_j * p + col]
     produced = (off.reshape(-1)[last_i] + last_lag) - (off.reshape(-1)[first_i] + first_lag)
     per_gap = produced / np.maximum(last_j - first_j, 1)
     grew = np.any(lag_known, axis=0) & (last_j > first_j) & (last_lag > first_lag)
-    return grew & (last_lag > gaps * per_gap)
+    bound = gaps * per_gap
+    return grew & (last_lag > bound) & (prev_lag > bound)
 
 
 def option_g_consumers_gone(

@@ -174,12 +174,15 @@ def test_f_lag_within_sampling_noise_is_not_warn(lags: list[int]) -> None:
 
 def test_f_consumer_falling_behind_is_warn() -> None:
     """8 of every 10 records consumed per gap: the lag grows 2 per commit. It is WARN once it
-    exceeds two gaps of production (20 records), and stays WARN while it keeps growing."""
+    exceeded two gaps of production (20 records) at two commits in a row, and stays WARN while
+    it keeps growing."""
     now = 1_004_500
     assert evaluate_partitions(_steady([30, 32, 34, 36, 38], step=8), now).status[0] == \
         Status.WARN
-    assert evaluate_partitions(_steady([14, 16, 18, 20, 22], step=8), now).status[0] == \
+    assert evaluate_partitions(_steady([16, 18, 20, 22, 24], step=8), now).status[0] == \
         Status.WARN
+    assert evaluate_partitions(_steady([14, 16, 18, 20, 22], step=8), now).status[0] == \
+        Status.OK  # above the bound at the last commit only: one step so far
     assert evaluate_partitions(_steady([10, 12, 14, 16, 18], step=8), now).status[0] == \
         Status.OK
     # A large lag that stays flat keeps pace: not falling behind (lag-in-seconds alerts cover
@@ -192,6 +195,19 @@ def test_f_consumer_falling_behind_is_warn() -> None:
     assert evaluate_partitions(w, now).status[0] == Status.OK  # 14 < 2 x 10
     w = _steady([-1, 30, 32, 34, -1], step=8)
     assert evaluate_partitions(w, now).status[0] == Status.WARN  # 34 > 2 x 10
+
+
+def test_f_a_burst_absorbed_before_the_next_commit_is_not_warn() -> None:
+    """2 records per gap, then 3,000 at once, read before the commit that covers them: one lag
+    far above the others is a step, not a trend. Burrow says WARN; ours waits for a second
+    commit above the bound, which a consumer that absorbed the burst never shows."""
+    now = 1_004_500
+    w = _steady([1, 1, 1, 1, 3000], step=2)
+    assert evaluate_partitions(w, now, BURROW).status[0] == Status.WARN
+    assert evaluate_partitions(w, now).status[0] == Status.OK
+    # Not absorbed: the next commit is still above the bound, and growing.
+    assert evaluate_partitions(_steady([1, 1, 1, 3000, 3100], step=2), now).status[0] == \
+        Status.WARN
 
 
 def test_empty_window_is_ok_with_complete_zero() -> None:
