@@ -51,12 +51,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
-from confluent_kafka import (  # noqa: E402
-    ConsumerGroupTopicPartitions,
-    KafkaException,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from monitor.dev.localkafka import LocalKafka  # noqa: E402
 from monitor.dev.localkafka.workload import (  # noqa: E402
@@ -68,6 +62,8 @@ from monitor.dev.localkafka.workload import (  # noqa: E402
     SilentConsumer,
     StalledConsumer,
     librdkafka_logger,
+    produce_batch,
+    reset_offsets,
 )
 from monitor.pipeline.labels import GroupLabels, Labels, Window  # noqa: E402
 
@@ -263,7 +259,7 @@ class Run:
         for producer in self.producers:
             if not producer.ready.wait(30):
                 raise RuntimeError(f"{producer.name} found no partitions")
-        produce_once(self.client(), self.topic("idle"), 20)
+        produce_batch(self.client(), self.topic("idle"), 20)
         self.t0 = time.time()
         for scenario in SCENARIOS:
             for cadence in self.tl.cadences:
@@ -322,7 +318,7 @@ class Run:
             g.fault_start = None
         elif g.slug == "rewound":
             self.replace(g, None)
-            reset_to_start(cfg, g.name, g.topic, TOPICS["steady"])
+            reset_offsets(cfg, g.name, g.topic, TOPICS["steady"])
             g.fault_start = time.time()
             # Small fetches: the backlog comes in chunks alternating between the partitions
             # (one partition's whole backlog first would be a real STALL of the others).
@@ -358,7 +354,7 @@ class Run:
         """A burst of 3,000 records every 4 minutes (absorbed within seconds)."""
         k = 1
         while self.at(k * 240.0):
-            produce_once(self.client(), self.topic("burst"), 3000)
+            produce_batch(self.client(), self.topic("burst"), 3000)
             k += 1
 
     def storm_loop(self) -> None:
@@ -509,36 +505,6 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 20) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-def produce_once(config: dict[str, Any], topic: str, count: int) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer(config)
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, key=str(i).encode(), value=b"x" * 100)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(30)
-
-
-def reset_to_start(config: dict[str, Any], group: str, topic: str, partitions: int) -> None:
-    """Offsets back to 0 while the group has no member (as an operator resets them)."""
-    admin = AdminClient(config)
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(topic, p, 0) for p in range(partitions)])
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            admin.alter_consumer_group_offsets([request])[group].result(timeout=15)
-            return
-        except KafkaException:  # the coordinator may still count the leaving member
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 @contextlib.contextmanager

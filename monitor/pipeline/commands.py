@@ -65,6 +65,7 @@ def _score(args: argparse.Namespace) -> int:
     from monitor.pipeline.scorecard import (
         DEFAULTS,
         Thresholds,
+        labelled_keys,
         markdown_table,
         plot,
         rule_set_episodes,
@@ -92,8 +93,14 @@ def _score(args: argparse.Namespace) -> int:
 
         spark = spark_session(args.master)
 
+        from pyspark.sql import functions as F
+
+        keys = labelled_keys(labels)
+
         def evaluate(config: EvaluatorConfig) -> Any:
-            return run_backtest(spark, args.recording, config)["evaluations"].toPandas()
+            """Only the labelled groups' evaluations reach the driver."""
+            evals = run_backtest(spark, args.recording, config)["evaluations"]
+            return evals.filter(F.concat_ws("\x1f", "cluster", "group").isin(keys)).toPandas()
 
     try:
         episodes = rule_set_episodes(args.recording, labels, configs=configs,

@@ -35,6 +35,7 @@ __all__ = [
     "PAGES_FILE",
     "Thresholds",
     "burrow_config",
+    "labelled_keys",
     "markdown_table",
     "plot",
     "read_pages",
@@ -91,10 +92,14 @@ def read_pages(recording: str | Path) -> Any | None:
     return alarms.prometheus_alerts(frame)
 
 
+def labelled_keys(labels: Labels) -> list[str]:
+    """``cluster``, a unit separator (U+001F), ``group`` of each labelled group (pandas drops
+    a NUL in string concatenation): the keys the scores read."""
+    return [f"{g.cluster}\x1f{g.group}" for g in labels.groups]
+
+
 def _labelled(evals: Any, labels: Labels) -> Any:
-    keys = {(g.cluster, g.group) for g in labels.groups}
-    mask = [(c, g) in keys for c, g in zip(evals["cluster"], evals["group"], strict=True)]
-    return evals[mask]
+    return evals[(evals["cluster"] + "\x1f" + evals["group"]).isin(labelled_keys(labels))]
 
 
 def rule_set_episodes(

@@ -84,6 +84,8 @@ __all__ = [
     "committed_offsets",
     "end_offsets",
     "librdkafka_logger",
+    "produce_batch",
+    "reset_offsets",
 ]
 
 librdkafka_logger = logging.getLogger("monitor.localkafka.librdkafka")
@@ -853,3 +855,50 @@ def watermark_offsets(config: Mapping[str, object], topic: str) -> dict[int, tup
         }
     finally:
         consumer.close()
+
+
+# --------------------------------------------------------------------------- one-off actions
+
+
+def produce_batch(
+    config: Mapping[str, object], topic: str, count: int, partitions: int | None = None
+) -> None:
+    """Produce ``count`` records of 100 bytes at once (a burst), round-robin over
+    ``partitions`` when given (else librdkafka's partitioner), and wait for every one."""
+    producer = Producer(_client_config(config, **{"linger.ms": 20}))
+    for i in range(count):
+        while True:
+            try:
+                if partitions is None:
+                    producer.produce(topic, value=b"x" * 100, key=str(i).encode())
+                else:
+                    producer.produce(topic, value=b"x" * 100, key=str(i).encode(),
+                                     partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    left = producer.flush(30)
+    if left:
+        raise WorkloadError(f"{left} records to {topic!r} not delivered within 30 s")
+
+
+def reset_offsets(
+    config: Mapping[str, object], group: str, topic: str, partitions: int,
+    offset: int = 0, timeout: float = 30.0,
+) -> float:
+    """Set the group's committed offset of every partition of ``topic`` to ``offset`` (as an
+    operator resets a group its consumers have left), retrying while the coordinator still
+    counts a leaving member. Returns the ``time.monotonic()`` of the attempt that took."""
+    admin = AdminClient(_client_config(config))
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p, offset) for p in range(partitions)])
+    deadline = time.monotonic() + timeout
+    while True:
+        at = time.monotonic()
+        try:
+            admin.alter_consumer_group_offsets([request])[group].result(timeout=15)
+            return at
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

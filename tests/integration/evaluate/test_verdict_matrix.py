@@ -46,8 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from monitor.config import CollectorsConfig, EvaluatorConfig, MonitorConfig
 from monitor.dev.localkafka import LocalKafka
@@ -63,6 +61,8 @@ from monitor.dev.localkafka.workload import (
     StoppedConsumer,
     end_offsets,
     librdkafka_logger,
+    produce_batch,
+    reset_offsets,
 )
 from monitor.model.verdicts import GroupStatus
 from monitor.rules import GroupIndex, RuleOptions, Status, evaluate
@@ -135,19 +135,6 @@ def rewind_deadline(c: float, source: str, b: float) -> float:
 def monitor_config(kafka: LocalKafka, prefix: str, source: str, b: float) -> MonitorConfig:
     """Defaults everywhere but the matrix values (and the groups/topics this module owns)."""
     return defaults_config(kafka, prefix, source, collectors={"broker_offsets_interval": b})
-
-
-def produce(kafka: LocalKafka, topic: str, count: int, partitions: int) -> None:
-    producer = Producer({**kafka.client_config(), "logger": librdkafka_logger, "linger.ms": 20})
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, value=b"x" * 100, key=str(i).encode(),
-                                 partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(30) == 0
 
 
 @dataclass(frozen=True)
@@ -398,7 +385,7 @@ def fleet(matrix_kafka: LocalKafka, request: pytest.FixtureRequest,
         list(pool.map(lambda n: kafka.create_topic(fleet.topics[n], layout[n]), layout))
     # Something to commit from the start on topics that stay (almost) silent.
     for name in ("idle", "quiet", "batch"):
-        produce(kafka, fleet.topics[name], 10, layout[name])
+        produce_batch(fleet.client(), fleet.topics[name], 10, layout[name])
     scenarios = ("keeps_up", "behind", "stalled", "stopped", "silent", "rewound", "idle",
                  "quiet", "burst", "deadpart", "late")
     for scenario in scenarios:
@@ -495,19 +482,7 @@ def rewind(fleet: Fleet, c: float) -> None:
     key = ("rewound", c)
     name, topic = fleet.groups[key], fleet.topics["steady"]
     fleet.consumers[key].stop()  # commits its position and leaves the group
-    admin = AdminClient(fleet.client())
-    parts = range(fleet.partitions[topic])
-    request = ConsumerGroupTopicPartitions(name, [TopicPartition(topic, p, 0) for p in parts])
-    deadline = time.monotonic() + 30
-    while True:
-        at = time.monotonic()
-        try:
-            admin.alter_consumer_group_offsets([request])[name].result(timeout=15)
-            break
-        except KafkaException:  # the coordinator may still count the leaving member
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    at = reset_offsets(fleet.client(), name, topic, fleet.partitions[topic])
     fleet.events[key] = at
     # Small fetches: the backlog since offset 0 arrives in chunks that alternate between the
     # partitions, instead of one partition's whole backlog first while the others wait (which
@@ -530,7 +505,7 @@ def burst(fleet: Fleet) -> None:
         return
     topic = fleet.topics["burst"]
     fleet.events[("burst", None)] = time.monotonic()
-    produce(fleet.kafka, topic, BURST, fleet.partitions[topic])
+    produce_batch(fleet.client(), topic, BURST, fleet.partitions[topic])
     ends = sum(end_offsets(fleet.client(), topic).values())
     for c in fleet.cadences:
         consumer = fleet.consumers[("burst", c)]
@@ -550,7 +525,7 @@ def batch_data(fleet: Fleet) -> None:
     time.sleep(max(0.0, batch.wakes[-1] + batch.awake_s + 1.0 - time.time()))
     fleet.events[("batch", None)] = time.monotonic()
     topic = fleet.topics["batch"]
-    produce(fleet.kafka, topic, 10, fleet.partitions[topic])
+    produce_batch(fleet.client(), topic, 10, fleet.partitions[topic])
 
 
 # --------------------------------------------------------------------------- the checks
