@@ -92,7 +92,9 @@ def timelines(evals: Any) -> Any:
     if len(evals) == 0:
         return _typed(pd.DataFrame(columns=cols), TIMELINE_DDL)
     e = evals.sort_values(["cluster", "group", "evaluated_at"], kind="stable")
-    key = (e["cluster"] + "\0" + e["group"]).to_numpy(object)
+    # A separator pandas keeps (it drops a NUL when concatenating strings, and then cluster
+    # "a" with group "bc" would be one key with cluster "ab" and group "c").
+    key = (e["cluster"] + "\x1f" + e["group"]).to_numpy(object)
     status = e["status"].to_numpy(object)
     t = e["evaluated_at"].to_numpy(np.float64)
     new_group = np.r_[True, key[1:] != key[:-1]]
